@@ -1,0 +1,3 @@
+from kbgen.cli import main
+
+main()

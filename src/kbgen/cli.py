@@ -1,0 +1,174 @@
+"""The `kbgen` command line: parse, make one library call, print.
+
+Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
+message — one line per problem — and never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kbgen import __version__, kb, scaffold, store
+from kbgen.errors import Conflict, InvalidInput, KbgenError, StoreError, UsageError
+from kbgen.models import json_schemas
+
+# Checked in order; the first class that matches decides the exit code.
+EXIT_CODES: list[tuple[type[KbgenError], int]] = [
+    (InvalidInput, 1),  # the input is wrong: fix the file named in the message
+    (UsageError, 2),  # the command line is wrong (click uses 2 for its own usage errors too)
+    (Conflict, 3),  # someone else changed the file: re-run
+    (StoreError, 4),  # the disk refused
+    (KbgenError, 1),
+]
+
+
+def exit_code(exc: KbgenError) -> int:
+    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KbgenError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(line if isinstance(exc, InvalidInput) else f"error: {line}", err=True)
+            if isinstance(exc, InvalidInput):
+                files = len({p.path for p in exc.problems})
+                noun = "problem" if len(exc.problems) == 1 else "problems"
+                click.echo(f"{len(exc.problems)} {noun} in {files} file(s)", err=True)
+            ctx.exit(exit_code(exc))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kbgen")
+def cli() -> None:
+    """kbgen: inference experiments in, a decision-record knowledge base out.
+
+    \b
+    Example:
+      kbgen new "n-gram speculative decoding on SmolLM2"
+      kbgen validate records/
+    """
+
+
+DEFAULT_RECORDS = Path("records")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_RECORDS,
+    show_default=True,
+    help="The knowledge base that references are resolved against.",
+)
+def validate(paths: tuple[Path, ...], root: Path) -> None:
+    """Validate records and plans; report every problem as FILE:LINE: FIELD: MESSAGE.
+
+    Checks each file against the schema, then the references between them: plan tasks a
+    record resolves, records it supersedes or relates to, duplicate ids. Exit 0 when clean,
+    1 when anything is invalid, 2 on a usage error.
+
+    \b
+    Example:
+      kbgen validate                      # everything under records/
+      kbgen validate records/2026-11-29-ngram.yaml
+    """
+    targets = list(paths) or [root]
+    for path in targets:
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or folder")
+    context = [root] if root.is_dir() else []
+    base = kb.load([*targets, *context])
+    wanted = {p.resolve() for p in store.iter_yaml_files(targets)}
+    problems = [p for p in base.problems if p.path.resolve() in wanted]
+    if problems:
+        raise InvalidInput(problems)
+    records = sum(1 for (kind, _), p in base.paths.items() if kind == "record" and p.resolve() in wanted)
+    plans = sum(1 for (kind, _), p in base.paths.items() if kind == "plan" and p.resolve() in wanted)
+    click.echo(f"ok: {records} record(s) and {plans} plan(s) valid")
+
+
+@cli.command(name="list")
+@click.argument("root", default=DEFAULT_RECORDS, type=click.Path(path_type=Path, exists=True))
+def list_records(root: Path) -> None:
+    """List records with status, verdict and title, newest first.
+
+    \b
+    Example:
+      kbgen list records/
+    """
+    base = kb.load([root])
+    if base.problems:
+        raise InvalidInput(base.problems)
+    rows = [
+        (r.id, str(r.status), str(r.verdict.outcome) if r.verdict else "-", r.title)
+        for r in sorted(base.records.values(), key=lambda r: (r.created, r.id), reverse=True)
+    ]
+    header = ("ID", "STATUS", "VERDICT", "TITLE")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+    for plan in sorted(base.plans.values(), key=lambda p: p.id):
+        click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
+
+
+@cli.command()
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("docs/schema"),
+    show_default=True,
+    help="Folder to write record.schema.json and plan.schema.json into.",
+)
+def schema(out: Path) -> None:
+    """Write the JSON Schema of records and plans, for editors and other tools.
+
+    Point the YAML language server at it (VS Code: the `yaml.schemas` setting, or a first
+    line `# yaml-language-server: $schema=../docs/schema/record.schema.json` in a record).
+    Files whose content is unchanged are left untouched.
+
+    \b
+    Example:
+      kbgen schema --out docs/schema
+    """
+    for stem, body in json_schemas().items():
+        path = out / f"{stem}.json"
+        content = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
+        if path.exists() and path.read_bytes() == content:
+            click.echo(f"unchanged {path}")
+            continue
+        store.write_atomic(path, content)
+        click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("title")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=DEFAULT_RECORDS,
+    show_default=True,
+    help="Folder of the knowledge base's records.",
+)
+def new(title: str, folder: Path) -> None:
+    """Start a planned record for TITLE, with a hypothesis to fill in.
+
+    The id is today's date plus a slug of the title, so records opened on different
+    branches do not collide.
+
+    \b
+    Example:
+      kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
+    """
+    click.echo(str(scaffold.new_record(title, folder)))
+
+
+def main() -> None:
+    cli(prog_name="kbgen")

@@ -1,0 +1,50 @@
+"""The one error tree of kbgen.
+
+Every failure a user can cause or meet is a :class:`KbgenError`; the CLI maps each
+class to an exit code in one place (``cli._exit_code``) and prints its message
+without a traceback. Third-party exceptions are translated where they enter
+(store, client, ...) and chained with ``from exc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with one file, located as precisely as the input allows."""
+
+    path: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else f"{self.path}"
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class KbgenError(Exception):
+    """Root of every error kbgen raises on purpose."""
+
+
+class UsageError(KbgenError):
+    """The command line itself is wrong (missing path, bad option value)."""
+
+
+class InvalidInput(KbgenError):
+    """One or more input files are invalid; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=lambda p: (str(p.path), p.line or 0, p.field))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class Conflict(KbgenError):
+    """A file changed on disk after kbgen read it; writing would lose someone's edit."""
+
+
+class StoreError(KbgenError):
+    """A file could not be read or written for a reason outside its content (permissions, disk)."""

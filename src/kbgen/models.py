@@ -1,0 +1,505 @@
+"""The knowledge base's data: experiment records and plans, as Pydantic models.
+
+These models are the contract of ``records/``: every field carries a description
+(it becomes the JSON Schema, the editor's hover text and the site's reference page),
+unknown keys are rejected so a typo in hand-edited YAML fails loudly, and values
+are normalised in validators rather than at call sites.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+# Bump SCHEMA_VERSION only for a change that makes existing records invalid or changes the
+# meaning of a field; add a migration in store.py at the same time. Adding an optional
+# field is not a bump.
+SCHEMA_VERSION = 1
+
+ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?$"
+TASK_REF_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?#[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
+
+Slug = Annotated[
+    str,
+    Field(
+        pattern=ID_PATTERN,
+        description="Lower-case letters, digits and inner hyphens; at most 80 characters. "
+        "Path-safe by construction: no dots, slashes or spaces.",
+        examples=["2026-11-29-ngram-vs-baseline"],
+    ),
+]
+TaskRef = Annotated[
+    str,
+    Field(
+        pattern=TASK_REF_PATTERN,
+        description="A plan task, written `PLAN-ID#TASK-ID`.",
+        examples=["next-steps-eagle#test-ngram"],
+    ),
+]
+Markdown = Annotated[
+    str,
+    Field(description="Markdown text. Raw HTML is shown as text, never executed."),
+]
+
+# Metric keys a record may measure. Latencies are in milliseconds, rates in tokens/s.
+MetricName = Literal[
+    "decode_tok_s",  # per request: (output tokens - 1) / (E2E - TTFT), i.e. 1 / TPOT
+    "output_tok_s",  # per class window: sum of output tokens / measurement window
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",  # per-token inter-token latency (chunk gap / tokens in the chunk)
+    "chunk_gap_ms",  # raw gap between stream chunks; inflated under speculative decoding
+    "e2e_ms",
+]
+METRIC_UNITS: dict[str, str] = {
+    "decode_tok_s": "tok/s",
+    "output_tok_s": "tok/s",
+    "ttft_ms": "ms",
+    "tpot_ms": "ms",
+    "itl_ms": "ms",
+    "chunk_gap_ms": "ms",
+    "e2e_ms": "ms",
+}
+
+
+def _fail(model: str, errors: list[tuple[tuple[str | int, ...], str]]) -> None:
+    """Raise cross-field errors located at the field they concern, not at the model.
+
+    A plain ``ValueError`` in a model validator is reported at the model's own location;
+    raising a ``ValidationError`` with explicit ``loc`` lets the file:line of the message
+    point at the offending key.
+    """
+    if errors:
+        raise ValidationError.from_exception_data(
+            model,
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError("consistency", message), loc=loc, input=None
+                )
+                for loc, message in errors
+            ],
+        )
+
+
+class Model(BaseModel):
+    """Base of every kbgen model: unknown keys are errors, and nothing is coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, use_enum_values=True)
+
+
+class Status(StrEnum):
+    """Where a record is in its life."""
+
+    PLANNED = "planned"
+    RUNNING = "running"
+    CONCLUDED = "concluded"
+    SUPERSEDED = "superseded"
+
+
+class Outcome(StrEnum):
+    """What the evidence says about the hypothesis."""
+
+    SUPPORTED = "supported"
+    REFUTED = "refuted"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Range(Model):
+    """A figure known only as a range, as reported (e.g. "1.86–2.55")."""
+
+    low: float = Field(description="Lower end of the reported range.", examples=[1.86])
+    high: float = Field(description="Upper end of the reported range.", examples=[2.55])
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            _fail("Range", [(("low",), f"{self.low} is above high ({self.high})")])
+        return self
+
+
+Figure = float | Range
+
+
+# --- hypothesis ---------------------------------------------------------------------------
+
+
+class Hypothesis(Model):
+    """What the experiment expects, stated so that a rule can decide it."""
+
+    statement: Markdown = Field(
+        description="The claim under test, in one or two sentences.",
+        examples=["n-gram speculative decoding raises single-stream decode throughput."],
+    )
+    primary_metric: MetricName = Field(
+        description="The metric the verdict is decided on.", examples=["decode_tok_s"]
+    )
+    direction: Literal["increase", "decrease"] = Field(
+        description="Which way the primary metric must move for the hypothesis to hold.",
+        examples=["increase"],
+    )
+    minimum_effect: float = Field(
+        ge=0,
+        le=10,
+        description="Smallest relative change that matters, as a fraction (0.05 = 5%).",
+        examples=[0.05],
+    )
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+class NgramConfig(Model):
+    """vLLM n-gram (prompt lookup) speculation: drafts copied from the context."""
+
+    method: Literal["ngram"] = Field(description="Speculation method.")
+    num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens drafted per step.")
+    prompt_lookup_max: int | None = Field(
+        default=None, ge=1, description="Longest n-gram matched in the context."
+    )
+    prompt_lookup_min: int | None = Field(
+        default=None, ge=1, description="Shortest n-gram matched in the context."
+    )
+
+    @model_validator(mode="after")
+    def _lookup_window(self) -> NgramConfig:
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        if lo is not None and hi is not None and lo > hi:
+            _fail("NgramConfig", [(("prompt_lookup_min",), f"{lo} is above prompt_lookup_max ({hi})")])
+        return self
+
+
+class DraftModelConfig(Model):
+    """Speculation with a separate draft model: EAGLE, EAGLE-3 heads or a small LM."""
+
+    method: Literal["eagle", "eagle3", "draft_model"] = Field(description="Speculation method.")
+    model: str = Field(
+        min_length=1,
+        description="Draft model: a hub name or a local path.",
+        examples=["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"],
+    )
+    num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens drafted per step.")
+    draft_tensor_parallel_size: int | None = Field(
+        default=None, ge=1, description="Tensor parallelism of the draft model."
+    )
+
+
+SpeculativeConfig = Annotated[
+    NgramConfig | DraftModelConfig,
+    Field(discriminator="method", description="vLLM's `--speculative-config`, typed."),
+]
+
+
+class Variant(Model):
+    """One arm of the experiment: the server arguments that differ from the common ones."""
+
+    args: list[str] = Field(
+        default_factory=list,
+        description="Extra server arguments of this arm, as on the command line. "
+        "Secrets are redacted before they reach a record.",
+        examples=[["--max-num-seqs", "8"]],
+    )
+    speculative_config: SpeculativeConfig | None = Field(
+        default=None, description="Speculative decoding, or none for a plain arm."
+    )
+
+
+class Engine(Model):
+    """The inference engine that served the experiment."""
+
+    name: str = Field(description="Engine name.", examples=["vllm"])
+    version: str | None = Field(
+        default=None, description="Engine version as the server reports it.", examples=["0.32.0"]
+    )
+
+
+class ModelInfo(Model):
+    """The model served."""
+
+    name: str = Field(description="Model name or path.", examples=["moonshotai/Kimi-K2.5"])
+    quantization: str | None = Field(default=None, description="Weight format.", examples=["int4"])
+    architecture: str | None = Field(
+        default=None, description="Architecture in words.", examples=["1T-parameter MoE"]
+    )
+
+
+class Hardware(Model):
+    """Where the server ran."""
+
+    accelerator: str | None = Field(
+        default=None, description="GPU model, or none on a CPU server.",
+        examples=["NVIDIA RTX PRO 6000 Blackwell"],
+    )
+    count: int | None = Field(default=None, ge=1, description="Number of accelerators.")
+    interconnect: str | None = Field(
+        default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
+    )
+    cpu: str | None = Field(default=None, description="CPU model.")
+    host: str | None = Field(default=None, description="Host name, when it is not a secret.")
+
+
+class Config(Model):
+    """Everything that defines the setup, so that two records can be compared fairly."""
+
+    engine: Engine = Field(description="The engine and its version.")
+    model: ModelInfo = Field(description="The model served.")
+    hardware: Hardware = Field(description="The hardware it ran on.")
+    server_args: list[str] = Field(
+        default_factory=list,
+        description="Server arguments common to every variant.",
+        examples=[["--max-model-len", "2048"]],
+    )
+    baseline: Slug = Field(description="The variant the others are compared against.")
+    variants: dict[Slug, Variant] = Field(
+        min_length=1, description="The arms of the experiment, by name."
+    )
+
+    @model_validator(mode="after")
+    def _baseline_is_a_variant(self) -> Config:
+        if self.baseline not in self.variants:
+            _fail("Config", [(("baseline",), f"{self.baseline!r} is not one of the variants "
+                              f"({', '.join(sorted(self.variants))})")])
+        return self
+
+
+class Workload(Model):
+    """What was sent to the server."""
+
+    prompt_suite: str = Field(description="Prompt suite name or file.", examples=["builtin"])
+    classes: list[Slug] = Field(
+        min_length=1, description="Prompt classes measured.", examples=[["coding", "math"]]
+    )
+    max_tokens: int | None = Field(default=None, ge=1, description="Output tokens per request.")
+    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
+    ignore_eos: bool | None = Field(default=None, description="Whether output length was forced.")
+    seed: int | None = Field(default=None, description="Sampling seed.")
+    warmup: int | None = Field(default=None, ge=0, description="Warm-up requests, not measured.")
+    repeats: int | None = Field(default=None, ge=1, description="Times each prompt was sent.")
+    concurrency: int | None = Field(default=None, ge=1, description="Requests in flight.")
+    api: Literal["completions", "chat"] | None = Field(
+        default=None, description="OpenAI endpoint used."
+    )
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+class Summary(Model):
+    """Summary statistics of one metric over the requests of one variant and class."""
+
+    n: int | None = Field(default=None, ge=0, description="Number of samples (None: unknown).")
+    mean: float = Field(description="Arithmetic mean.")
+    median: float | None = Field(default=None, description="50th percentile.")
+    p90: float | None = Field(default=None, description="90th percentile.")
+    p99: float | None = Field(default=None, description="99th percentile.")
+    stdev: float | None = Field(default=None, ge=0, description="Sample standard deviation.")
+
+
+# variant -> prompt class -> metric -> summary
+Measurements = dict[Slug, dict[Slug, dict[MetricName, Summary]]]
+
+
+class SpecDecodeStats(Model):
+    """Speculative-decoding counters of one variant, from vLLM's `/metrics` deltas."""
+
+    drafts: int | None = Field(default=None, ge=0, description="Draft steps.")
+    draft_tokens: int | None = Field(default=None, ge=0, description="Tokens proposed.")
+    accepted_tokens: int | None = Field(default=None, ge=0, description="Tokens accepted.")
+    acceptance_rate: Figure | None = Field(
+        default=None, description="accepted_tokens / draft_tokens (0–1)."
+    )
+    mean_acceptance_length: Figure | None = Field(
+        default=None,
+        description="1 + accepted_tokens / drafts: tokens gained per verification step, "
+        "bonus token included.",
+    )
+    per_position_acceptance: list[Figure | None] | None = Field(
+        default=None,
+        description="Acceptance rate at each draft position, first position first; "
+        "null where unknown.",
+    )
+
+    @model_validator(mode="after")
+    def _accepted_within_drafted(self) -> SpecDecodeStats:
+        if (
+            self.accepted_tokens is not None
+            and self.draft_tokens is not None
+            and self.accepted_tokens > self.draft_tokens
+        ):
+            _fail("SpecDecodeStats", [(("accepted_tokens",), f"{self.accepted_tokens} exceeds "
+                                       f"draft_tokens ({self.draft_tokens})")])
+        return self
+
+
+class ClassVerdict(Model):
+    """The effect of the variant on the primary metric in one prompt class."""
+
+    outcome: Outcome = Field(description="Verdict for this class.")
+    effect: float = Field(
+        description="Relative change of the primary metric vs the baseline (-0.26 = 26% lower)."
+    )
+    ci_low: float | None = Field(default=None, description="Lower bound of the effect's CI.")
+    ci_high: float | None = Field(default=None, description="Upper bound of the effect's CI.")
+    n_baseline: int | None = Field(default=None, ge=0, description="Baseline samples.")
+    n_variant: int | None = Field(default=None, ge=0, description="Variant samples.")
+
+    @model_validator(mode="after")
+    def _ci_ordered(self) -> ClassVerdict:
+        if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
+            _fail("ClassVerdict", [(("ci_low",), f"{self.ci_low} is above ci_high ({self.ci_high})")])
+        return self
+
+
+class Verdict(Model):
+    """The decision the evidence supports, with the rule that produced it."""
+
+    outcome: Outcome = Field(description="Overall verdict.")
+    variant: Slug = Field(description="The variant judged against the baseline.")
+    method: Literal["bootstrap", "reported"] = Field(
+        description="`bootstrap`: computed by kbgen from raw samples; "
+        "`reported`: taken from the experimenter's account."
+    )
+    confidence: float | None = Field(
+        default=None, gt=0, lt=1, description="Confidence level of the intervals."
+    )
+    rule: str = Field(description="The rule applied, in words.")
+    per_class: dict[Slug, ClassVerdict] = Field(
+        default_factory=dict, description="Verdict per prompt class."
+    )
+    rationale: Markdown | None = Field(default=None, description="Why, in the author's words.")
+
+
+class Provenance(Model):
+    """Where the numbers of a record come from."""
+
+    source: Literal["measured", "reported", "imported"] = Field(
+        description="`measured` by kbgen bench, `reported` by hand from an account, or "
+        "`imported` from another tool's result file."
+    )
+    reference: str | None = Field(
+        default=None, description="Where a reported or imported result was published or found."
+    )
+    tool: str | None = Field(default=None, description="Tool and version that wrote the record.")
+    git_sha: str | None = Field(default=None, description="Commit of the experiment repository.")
+    host: str | None = Field(default=None, description="Machine that ran the benchmark.")
+    recorded_at: dt.datetime | None = Field(default=None, description="When it was recorded.")
+
+
+class RawSamples(Model):
+    """Pointer to the per-request samples every number on the record is computed from."""
+
+    path: str = Field(
+        pattern=r"^[^/\\][^\\]*$",
+        description="Path relative to the record's folder.",
+        examples=["2026-11-29-ngram-vs-baseline.samples.jsonl.gz"],
+    )
+    sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="Checksum of the samples file."
+    )
+
+    @model_validator(mode="after")
+    def _stays_inside(self) -> RawSamples:
+        if ".." in self.path.split("/"):
+            _fail("RawSamples", [(("path",), "must stay inside the records folder")])
+        return self
+
+
+class Record(Model):
+    """One experiment: hypothesis, setup, measurements and the verdict they support."""
+
+    schema_version: Literal[1] = Field(description="Version of this schema.")
+    id: Slug = Field(description="Unique id; equals the file name without `.yaml`.")
+    title: str = Field(min_length=1, max_length=200, description="One-line title.")
+    status: Status = Field(description="planned → running → concluded; or superseded.")
+    created: dt.date = Field(description="When the record was opened.")
+    concluded: dt.date | None = Field(default=None, description="When the verdict was reached.")
+    context: Markdown | None = Field(default=None, description="Why the experiment was run.")
+    hypothesis: Hypothesis | None = Field(
+        default=None, description="The claim under test (required once running)."
+    )
+    config: Config | None = Field(default=None, description="Engine, model, hardware, variants.")
+    workload: Workload | None = Field(default=None, description="What was sent to the server.")
+    measurements: Measurements = Field(
+        default_factory=dict, description="variant → prompt class → metric → summary."
+    )
+    spec_decode: dict[Slug, SpecDecodeStats] = Field(
+        default_factory=dict, description="Speculative-decoding statistics per variant."
+    )
+    verdict: Verdict | None = Field(default=None, description="Required once concluded.")
+    decision: Markdown | None = Field(default=None, description="What was decided.")
+    consequences: Markdown | None = Field(default=None, description="What follows from it.")
+    resolves: list[TaskRef] = Field(
+        default_factory=list, description="Plan tasks this record resolves once concluded."
+    )
+    supersedes: list[Slug] = Field(default_factory=list, description="Records this replaces.")
+    related: list[Slug] = Field(default_factory=list, description="Records worth reading too.")
+    tags: list[Slug] = Field(default_factory=list, description="Free tags for the site.")
+    provenance: Provenance | None = Field(default=None, description="Where the numbers come from.")
+    raw_samples: RawSamples | None = Field(default=None, description="The samples behind it.")
+
+    @model_validator(mode="after")
+    def _lifecycle(self) -> Record:
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        if self.status in (Status.RUNNING, Status.CONCLUDED) and self.hypothesis is None:
+            errors.append((("hypothesis",), f"required when status is {self.status}"))
+        if self.status == Status.CONCLUDED:
+            for name in ("verdict", "concluded", "config", "provenance"):
+                if getattr(self, name) is None:
+                    errors.append(((name,), "required when status is concluded"))
+        if self.concluded is not None and self.concluded < self.created:
+            errors.append((("concluded",), f"{self.concluded} is before created ({self.created})"))
+        for i, other in enumerate(self.supersedes):
+            if other == self.id:
+                errors.append((("supersedes", i), "a record cannot supersede itself"))
+        if self.config is not None:
+            variants = self.config.variants
+            for section in ("measurements", "spec_decode"):
+                for name in getattr(self, section):
+                    if name not in variants:
+                        errors.append(((section, name), f"{name!r} is not a variant in config"))
+            if self.verdict and self.verdict.variant not in variants:
+                errors.append((("verdict", "variant"), f"{self.verdict.variant!r} is not a variant"))
+        _fail("Record", errors)
+        return self
+
+
+class Task(Model):
+    """One step of a plan. It is done when a concluded record resolves it."""
+
+    id: Annotated[str, Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")] = Field(
+        description="Id unique within the plan; records refer to it as `PLAN#TASK`.",
+        examples=["test-ngram"],
+    )
+    text: str = Field(min_length=1, description="What is to be done.")
+
+
+class Plan(Model):
+    """A plan whose checklist ticks itself as records conclude."""
+
+    schema_version: Literal[1] = Field(description="Version of this schema.")
+    id: Slug = Field(description="Unique id; equals the file name without `.yaml`.")
+    title: str = Field(min_length=1, max_length=200, description="One-line title.")
+    context: Markdown | None = Field(default=None, description="Why this plan exists.")
+    tasks: list[Task] = Field(min_length=1, description="The steps, in order.")
+
+    @model_validator(mode="after")
+    def _unique_tasks(self) -> Plan:
+        seen: set[str] = set()
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        for i, task in enumerate(self.tasks):
+            if task.id in seen:
+                errors.append((("tasks", i, "id"), f"{task.id!r} appears twice"))
+            seen.add(task.id)
+        _fail("Plan", errors)
+        return self
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each document kind, keyed by file stem."""
+    return {
+        "record.schema": Record.model_json_schema(),
+        "plan.schema": Plan.model_json_schema(),
+    }
