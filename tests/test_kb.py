@@ -13,7 +13,7 @@ from tests.conftest import PLAN, RECORD, REPO
 
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
-    for name, prev in zip("bcdefghi", ["*a", "*b", "*c", "*d", "*e", "*f", "*g", "*h"])
+    for name, prev in zip("bcdefghi", ["*a", "*b", "*c", "*d", "*e", "*f", "*g", "*h"], strict=True)
 )
 
 
@@ -31,68 +31,207 @@ CASES = [
     ("tab-indent", sub("  statement:", "\tstatement:"), "\tstatement", "", "tab character"),
     ("bad-indent", sub("  direction:", "   direction:"), "   direction", "", "YAML syntax"),
     ("unclosed-flow", sub("tags: [ngram]", "tags: [ngram"), "provenance:", "", "YAML syntax"),
-    ("duplicate-key", sub("title: n-gram", "title: x\ntitle: n-gram"), "title: n-gram", "",
-     "duplicate key"),
+    (
+        "duplicate-key",
+        sub("title: n-gram", "title: x\ntitle: n-gram"),
+        "title: n-gram",
+        "",
+        "duplicate key",
+    ),
     ("two-documents", RECORD + "---\na: 1\n", "---", "", "another document"),
     ("control-char", sub("Why we", "Why\x07 we"), "Why", "", "control character U\\+0007"),
     ("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x]\n" + BOMB, 1, "", "alias bomb"),
     ("deep-nesting", "a: " + "[" * 5000 + "]" * 5000 + "\n", None, "", "deeper than"),
-    ("wrong-schema-version", sub("schema_version: 1", "schema_version: 2"), "schema_version",
-     "schema_version", "Input should be 1"),
+    (
+        "wrong-schema-version",
+        sub("schema_version: 1", "schema_version: 2"),
+        "schema_version",
+        "schema_version",
+        "Input should be 1",
+    ),
     ("missing-title", sub("title: n-gram vs baseline\n", ""), 1, "title", "required"),
-    ("unknown-top-key", sub("tags: [ngram]", "tags: [ngram]\nowner: me"), "owner", "owner",
-     "unknown field"),
-    ("typo-nested-key", sub("minimum_effect:", "minimum_efect:"), "minimum_efect",
-     "hypothesis.minimum_efect", "unknown field"),
-    ("bad-status", sub("status: concluded", "status: done"), "status:", "status",
-     "'planned', 'running', 'concluded' or 'superseded'"),
-    ("bad-date", sub("created: 2026-11-01", "created: yesterday"), "created:", "created",
-     "valid date"),
-    ("concluded-before-created", sub("concluded: 2026-11-02", "concluded: 2026-10-01"),
-     "concluded:", "concluded", "before created"),
-    ("number-as-text", sub("mean: 62.6", "mean: fast"), "mean: fast",
-     "measurements.baseline.coding.decode_tok_s.mean", "valid number"),
-    ("negative-count", sub("n: 10, mean: 62.6", "n: -3, mean: 62.6"), "n: -3",
-     "measurements.baseline.coding.decode_tok_s.n", "greater than or equal to 0"),
-    ("unknown-metric", sub("decode_tok_s: {n: 10, mean: 62.6", "tok_s: {n: 10, mean: 62.6"),
-     "tok_s: {n: 10", "measurements.baseline.coding.tok_s", "should be 'decode_tok_s'"),
-    ("id-not-slug", sub("id: ngram-test", "id: ../../etc/passwd"), "id:", "id",
-     "should match pattern"),
-    ("id-not-filename", sub("id: ngram-test", "id: other-test"), "id:", "id",
-     "must equal the file name"),
-    ("bad-speculative-method", sub("method: ngram", "method: medusa"), "speculative_config",
-     "config.variants.ngram.speculative_config", "does not match any of the expected tags"),
-    ("ngram-window-inverted", sub("prompt_lookup_min: 2", "prompt_lookup_min: 9"),
-     "prompt_lookup_min", "config.variants.ngram.speculative_config.prompt_lookup_min",
-     "above prompt_lookup_max"),
-    ("baseline-not-a-variant", sub("baseline: baseline", "baseline: control"), "baseline: control",
-     "config.baseline", "not one of the variants"),
-    ("measurement-of-unknown-variant", sub("  ngram:\n    coding:", "  eagle:\n    coding:"),
-     "  eagle:", "measurements.eagle", "not a variant"),
-    ("accepted-above-drafted", sub("accepted_tokens: 120", "accepted_tokens: 999"),
-     "accepted_tokens", "spec_decode.ngram.accepted_tokens", "exceeds draft_tokens"),
-    ("position-rate-not-number", sub("[0.5, 0.3,", "[high, 0.3,"), "per_position",
-     "spec_decode.ngram.per_position_acceptance[0]", "valid number.*; or .*Range"),
-    ("ci-inverted", sub("ci_low: -0.3, ci_high: -0.2", "ci_low: -0.1, ci_high: -0.2"),
-     "ci_low", "verdict.per_class.coding.ci_low", "above ci_high"),
-    ("concluded-without-verdict", RECORD[: RECORD.index("verdict:")]
-     + RECORD[RECORD.index("resolves:"):], 1, "verdict", "required when status is concluded"),
-    ("verdict-outcome-typo", sub("outcome: refuted\n  variant", "outcome: refute\n  variant"),
-     "outcome: refute\n", "verdict.outcome", "'supported', 'refuted' or 'inconclusive'"),
-    ("task-ref-without-hash", sub("- next-steps#test-ngram", "- next-steps"), "- next-steps",
-     "resolves[0]", "should match pattern"),
-    ("unknown-plan", sub("- next-steps#test-ngram", "- old-plan#test-ngram"), "- old-plan",
-     "resolves[0]", "no plan 'old-plan'"),
-    ("unknown-task", sub("- next-steps#test-ngram", "- next-steps#fly"), "- next-steps#fly",
-     "resolves[0]", "has no task 'fly'"),
-    ("dangling-supersedes", sub("tags: [ngram]", "tags: [ngram]\nsupersedes: [gone]"),
-     "supersedes", "supersedes[0]", "no record 'gone'"),
-    ("self-supersedes", sub("tags: [ngram]", "tags: [ngram]\nsupersedes: [ngram-test]"),
-     "supersedes", "supersedes[0]", "cannot supersede itself"),
-    ("raw-samples-escape", sub("tags: [ngram]", "tags: [ngram]\nraw_samples: {path: a/../../x}"),
-     "raw_samples", "raw_samples.path", "inside the records folder"),
-    ("list-where-mapping", sub("hardware: {cpu: test cpu}", "hardware: [cpu]"), "hardware:",
-     "config.hardware", "valid dictionary"),
+    (
+        "unknown-top-key",
+        sub("tags: [ngram]", "tags: [ngram]\nowner: me"),
+        "owner",
+        "owner",
+        "unknown field",
+    ),
+    (
+        "typo-nested-key",
+        sub("minimum_effect:", "minimum_efect:"),
+        "minimum_efect",
+        "hypothesis.minimum_efect",
+        "unknown field",
+    ),
+    (
+        "bad-status",
+        sub("status: concluded", "status: done"),
+        "status:",
+        "status",
+        "'planned', 'running', 'concluded' or 'superseded'",
+    ),
+    (
+        "bad-date",
+        sub("created: 2026-11-01", "created: yesterday"),
+        "created:",
+        "created",
+        "valid date",
+    ),
+    (
+        "concluded-before-created",
+        sub("concluded: 2026-11-02", "concluded: 2026-10-01"),
+        "concluded:",
+        "concluded",
+        "before created",
+    ),
+    (
+        "number-as-text",
+        sub("mean: 62.6", "mean: fast"),
+        "mean: fast",
+        "measurements.baseline.coding.decode_tok_s.mean",
+        "valid number",
+    ),
+    (
+        "negative-count",
+        sub("n: 10, mean: 62.6", "n: -3, mean: 62.6"),
+        "n: -3",
+        "measurements.baseline.coding.decode_tok_s.n",
+        "greater than or equal to 0",
+    ),
+    (
+        "unknown-metric",
+        sub("decode_tok_s: {n: 10, mean: 62.6", "tok_s: {n: 10, mean: 62.6"),
+        "tok_s: {n: 10",
+        "measurements.baseline.coding.tok_s",
+        "should be 'decode_tok_s'",
+    ),
+    (
+        "id-not-slug",
+        sub("id: ngram-test", "id: ../../etc/passwd"),
+        "id:",
+        "id",
+        "should match pattern",
+    ),
+    (
+        "id-not-filename",
+        sub("id: ngram-test", "id: other-test"),
+        "id:",
+        "id",
+        "must equal the file name",
+    ),
+    (
+        "bad-speculative-method",
+        sub("method: ngram", "method: medusa"),
+        "speculative_config",
+        "config.variants.ngram.speculative_config",
+        "does not match any of the expected tags",
+    ),
+    (
+        "ngram-window-inverted",
+        sub("prompt_lookup_min: 2", "prompt_lookup_min: 9"),
+        "prompt_lookup_min",
+        "config.variants.ngram.speculative_config.prompt_lookup_min",
+        "above prompt_lookup_max",
+    ),
+    (
+        "baseline-not-a-variant",
+        sub("baseline: baseline", "baseline: control"),
+        "baseline: control",
+        "config.baseline",
+        "not one of the variants",
+    ),
+    (
+        "measurement-of-unknown-variant",
+        sub("  ngram:\n    coding:", "  eagle:\n    coding:"),
+        "  eagle:",
+        "measurements.eagle",
+        "not a variant",
+    ),
+    (
+        "accepted-above-drafted",
+        sub("accepted_tokens: 120", "accepted_tokens: 999"),
+        "accepted_tokens",
+        "spec_decode.ngram.accepted_tokens",
+        "exceeds draft_tokens",
+    ),
+    (
+        "position-rate-not-number",
+        sub("[0.5, 0.3,", "[high, 0.3,"),
+        "per_position",
+        "spec_decode.ngram.per_position_acceptance[0]",
+        "valid number.*; or .*Range",
+    ),
+    (
+        "ci-inverted",
+        sub("ci_low: -0.3, ci_high: -0.2", "ci_low: -0.1, ci_high: -0.2"),
+        "ci_low",
+        "verdict.per_class.coding.ci_low",
+        "above ci_high",
+    ),
+    (
+        "concluded-without-verdict",
+        RECORD[: RECORD.index("verdict:")] + RECORD[RECORD.index("resolves:") :],
+        1,
+        "verdict",
+        "required when status is concluded",
+    ),
+    (
+        "verdict-outcome-typo",
+        sub("outcome: refuted\n  variant", "outcome: refute\n  variant"),
+        "outcome: refute\n",
+        "verdict.outcome",
+        "'supported', 'refuted' or 'inconclusive'",
+    ),
+    (
+        "task-ref-without-hash",
+        sub("- next-steps#test-ngram", "- next-steps"),
+        "- next-steps",
+        "resolves[0]",
+        "should match pattern",
+    ),
+    (
+        "unknown-plan",
+        sub("- next-steps#test-ngram", "- old-plan#test-ngram"),
+        "- old-plan",
+        "resolves[0]",
+        "no plan 'old-plan'",
+    ),
+    (
+        "unknown-task",
+        sub("- next-steps#test-ngram", "- next-steps#fly"),
+        "- next-steps#fly",
+        "resolves[0]",
+        "has no task 'fly'",
+    ),
+    (
+        "dangling-supersedes",
+        sub("tags: [ngram]", "tags: [ngram]\nsupersedes: [gone]"),
+        "supersedes",
+        "supersedes[0]",
+        "no record 'gone'",
+    ),
+    (
+        "self-supersedes",
+        sub("tags: [ngram]", "tags: [ngram]\nsupersedes: [ngram-test]"),
+        "supersedes",
+        "supersedes[0]",
+        "cannot supersede itself",
+    ),
+    (
+        "raw-samples-escape",
+        sub("tags: [ngram]", "tags: [ngram]\nraw_samples: {path: a/../../x}"),
+        "raw_samples",
+        "raw_samples.path",
+        "inside the records folder",
+    ),
+    (
+        "list-where-mapping",
+        sub("hardware: {cpu: test cpu}", "hardware: [cpu]"),
+        "hardware:",
+        "config.hardware",
+        "valid dictionary",
+    ),
 ]
 
 
@@ -102,10 +241,12 @@ def _expected_line(text: str, line: int | str | None) -> int | None:
     return text[: text.index(line)].count("\n") + 1
 
 
-@pytest.mark.parametrize(("text", "line", "field", "message"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_malformed_record_is_located(kb_dir: Path, text: str, line: int | str | None,
-                                     field: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "line", "field", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_malformed_record_is_located(
+    kb_dir: Path, text: str, line: int | str | None, field: str, message: str
+) -> None:
     path = kb_dir / "ngram-test.yaml"
     path.write_text(text)
     problems = kb.load([kb_dir]).problems
@@ -186,3 +327,39 @@ def test_example_records_are_valid() -> None:
     assert seed.verdict is not None and seed.verdict.outcome == "refuted"
     assert seed.provenance is not None and seed.provenance.source == "reported"
     assert {r.split("#")[1] for r in seed.resolves} == {"write-plan", "test-ngram"}
+
+
+def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache.json"
+    first = kb.load([kb_dir], models=False, cache=cache)
+    assert first.problems == [] and len(first.facts) == 2 and cache.exists()
+
+    parsed: list[Path] = []
+    real_load_file = kb.load_file
+
+    def counting(path: Path) -> Record | Plan:
+        parsed.append(path)
+        return real_load_file(path)
+
+    monkeypatch.setattr(kb, "load_file", counting)
+    warm = kb.load([kb_dir], models=False, cache=cache)
+    assert parsed == [] and warm.facts == first.facts and warm.problems == []
+
+    record = kb_dir / "ngram-test.yaml"
+    record.write_text(RECORD.replace("- next-steps#test-ngram", "- next-steps#nope"))
+    changed = kb.load([kb_dir], models=False, cache=cache)
+    assert parsed == [record]
+    assert [p.field for p in changed.problems] == ["resolves[0]"]  # cross-checks still run
+
+
+def test_cache_from_other_rules_is_ignored(kb_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache.json"
+    cache.write_text('{"key": "other", "entries": {"%s": [[1, 1, 1], ["record", "x", [], []]]}}'
+                     % (kb_dir / "ngram-test.yaml").resolve())
+    base = kb.load([kb_dir], models=False, cache=cache)
+    assert base.problems == [] and {f.id for f in base.facts.values()} == {"ngram-test",
+                                                                           "next-steps"}
+    cache.write_text("not json")
+    assert kb.load([kb_dir], models=False, cache=cache).problems == []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kbgen import kb, store
-from kbgen.errors import Conflict
+from kbgen.errors import Conflict, InvalidInput
 from kbgen.models import Record
 from tests.conftest import RECORD
 
@@ -24,12 +24,15 @@ def test_comments_and_order_survive_an_update(kb_dir: Path) -> None:
     text = RECORD.replace("minimum_effect: 0.05", "minimum_effect: 0.05  # agreed with the team")
     path.write_text(text)
     doc = store.load_document(path)
-    store.merge(doc.data, {
-        "title": "n-gram vs baseline, re-run",
-        "hypothesis": {"minimum_effect": 0.1},
-        "measurements": {"baseline": {"coding": {"decode_tok_s": {"n": 20, "mean": 61.0}}}},
-        "related": ["x-1"],
-    })
+    store.merge(
+        doc.data,
+        {
+            "title": "n-gram vs baseline, re-run",
+            "hypothesis": {"minimum_effect": 0.1},
+            "measurements": {"baseline": {"coding": {"decode_tok_s": {"n": 20, "mean": 61.0}}}},
+            "related": ["x-1"],
+        },
+    )
     store.save(doc)
     after = path.read_text()
     assert after.startswith("# a comment the author wrote\n")
@@ -37,9 +40,14 @@ def test_comments_and_order_survive_an_update(kb_dir: Path) -> None:
     assert "title: n-gram vs baseline, re-run\n" in after
     assert "context: |\n  Why we ran it.\n" in after
     # untouched lines are byte-identical, in the same order
-    untouched = [line for line in text.splitlines() if "title:" not in line
-                 and "minimum_effect" not in line and "decode_tok_s: {n: 10, mean: 62.6" not in line
-                 and line.strip()]
+    untouched = [
+        line
+        for line in text.splitlines()
+        if "title:" not in line
+        and "minimum_effect" not in line
+        and "decode_tok_s: {n: 10, mean: 62.6" not in line
+        and line.strip()
+    ]
     kept = [line for line in after.splitlines() if line in untouched]
     assert kept == untouched
     assert after.rstrip().endswith("related:\n  - x-1")
@@ -103,8 +111,9 @@ def test_a_writer_killed_mid_save_leaves_every_record_intact(kb_dir: Path) -> No
     rng = random.Random(20261129)
     versions = set()
     for _ in range(12):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
-                                  stdout=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
         assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
         time.sleep(rng.uniform(0, 0.5))
         writer.send_signal(signal.SIGKILL)
@@ -117,3 +126,59 @@ def test_a_writer_killed_mid_save_leaves_every_record_intact(kb_dir: Path) -> No
         assert record.title == record.context[0]
         versions.add(record.title)
     assert versions == {"A", "B"}  # the kills did land at different points
+
+
+SCALARS = [
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "0o17",
+    "017",
+    "1_000",
+    "1:20",
+    ".5",
+    "1e3",
+    "1.0e+3",
+    "2026-11-29",
+    "2026-11-29T10:00:00Z",
+    "2026-11-29 10:00:00",
+    "~",
+    "null",
+    "",
+    "0x1F",
+    "+1",
+    "-.inf",
+    "0b101",
+    "+.5",
+    "1.",
+    "007",
+    "12e03",
+    "True",
+    "TRUE",
+    "Null",
+    "-0",
+    "0.32.0",
+    "'quoted'",
+    '"2026-11-29"',
+    "-0x1f",
+    "+0o7",
+]
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_fast_and_round_trip_loaders_agree(tmp_path: Path, scalar: str) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(f"key: {scalar}\nlist: [{scalar}]\n")
+    fast = store.load_fast(path)
+    slow = store.plain(store.load_document(path).data)
+    assert fast == slow
+    assert type(fast["key"]) is type(slow["key"]) or isinstance(slow["key"], type(fast["key"]))
+
+
+def test_fast_loader_refuses_duplicate_keys_like_the_round_trip_one(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("a:\n  b: 1\n  b: 2\n")
+    with pytest.raises(InvalidInput, match="duplicate key"):
+        store.load_fast(path)

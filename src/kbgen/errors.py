@@ -23,7 +23,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else f"{self.path}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class KbgenError(Exception):

@@ -8,6 +8,8 @@ so validating a large, healthy knowledge base stays quick.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,19 +17,44 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kbgen import store
+from kbgen import __version__, store
 from kbgen.errors import InvalidInput, Problem
-from kbgen.models import Plan, Record
+from kbgen.models import Plan, Record, json_schemas
 
 PLANS_FOLDER = "plans"
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the cross-file checks need to know of one valid file (cached between runs)."""
+
+    kind: str  # "record" or "plan"
+    id: str
+    refs: tuple[tuple[str, str], ...] = ()  # (section, target) in file order: resolves, ...
+    tasks: tuple[str, ...] = ()  # task ids, for a plan
+
+    @classmethod
+    def of(cls, doc: Record | Plan) -> Facts:
+        if isinstance(doc, Plan):
+            return cls("plan", doc.id, tasks=tuple(t.id for t in doc.tasks))
+        refs = [(section, ref) for section in REF_SECTIONS for ref in getattr(doc, section)]
+        return cls("record", doc.id, refs=tuple(refs))
+
+
+REF_SECTIONS = ("resolves", "supersedes", "related")
+
+
 @dataclass
 class KnowledgeBase:
-    """Valid records and plans by id, with the file each came from, and every problem found."""
+    """Valid records and plans by id, with the file each came from, and every problem found.
+
+    Loaded with ``models=False`` (what `kbgen validate` needs), only ``facts`` are filled:
+    files unchanged since the last run are then not even parsed.
+    """
 
     records: dict[str, Record] = field(default_factory=dict)
     plans: dict[str, Plan] = field(default_factory=dict)
+    facts: dict[Path, Facts] = field(default_factory=dict)  # every valid file
     paths: dict[tuple[str, str], Path] = field(default_factory=dict)  # (kind, id) -> file
     problems: list[Problem] = field(default_factory=list)
     # (kind, file stem) of files that failed: references to them are not reported as dangling,
@@ -35,11 +62,7 @@ class KnowledgeBase:
     broken: set[tuple[str, str]] = field(default_factory=set)
 
     def path_of(self, doc: Record | Plan) -> Path:
-        return self.paths[(_kind_name(doc), doc.id)]
-
-
-def _kind_name(doc: Record | Plan) -> str:
-    return "plan" if isinstance(doc, Plan) else "record"
+        return self.paths[(Facts.of(doc).kind, doc.id)]
 
 
 def kind_of(path: Path) -> type[Record] | type[Plan]:
@@ -95,29 +118,59 @@ def load_file(path: Path) -> Record | Plan:
     return doc
 
 
-def load(paths: Iterable[Path]) -> KnowledgeBase:
-    """Every record and plan under `paths`, validated and cross-checked."""
+def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = None) -> KnowledgeBase:
+    """Every record and plan under `paths`, validated and cross-checked.
+
+    With a `cache` file, the facts of files that are valid and unchanged (same size and
+    modification time) since the last run are taken from it; that needs ``models=False``.
+    """
+    if cache is not None and models:
+        raise ValueError("a cache only serves loads without models")
     kb = KnowledgeBase()
+    cached = store.FingerprintCache(cache, _cache_key()) if cache else None
     for path in store.iter_yaml_files(paths):
-        try:
-            doc = load_file(path)
-        except InvalidInput as exc:
-            kb.problems.extend(exc.problems)
-            kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
+        facts = _load_one(kb, path, cached, models)
+        if facts is None:
             continue
-        key = (_kind_name(doc), doc.id)
+        key = (facts.kind, facts.id)
         if key in kb.paths:
-            kb.problems.append(
-                _located(path, ["id"], f"{doc.id!r} is also the id of {kb.paths[key]}")
-            )
+            message = f"{facts.id!r} is also the id of {kb.paths[key]}"
+            kb.problems.append(_located(path, ["id"], message))
             continue
         kb.paths[key] = path
-        if isinstance(doc, Plan):
-            kb.plans[doc.id] = doc
-        else:
-            kb.records[doc.id] = doc
+        kb.facts[path] = facts
+    if cached is not None:
+        cached.save()
     kb.problems.extend(_reference_problems(kb))
     return kb
+
+
+def _load_one(
+    kb: KnowledgeBase, path: Path, cached: store.FingerprintCache | None, models: bool
+) -> Facts | None:
+    fingerprint = store.FingerprintCache.fingerprint(path) if cached is not None else []
+    if cached is not None and (hit := cached.get(path, fingerprint)) is not None:
+        return Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
+    try:
+        doc = load_file(path)
+    except InvalidInput as exc:
+        kb.problems.extend(exc.problems)
+        kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
+        return None
+    facts = Facts.of(doc)
+    if cached is not None:
+        cached.put(path, fingerprint, [facts.kind, facts.id, facts.refs, facts.tasks])
+    if models and isinstance(doc, Plan):
+        kb.plans[doc.id] = doc
+    elif models and isinstance(doc, Record):
+        kb.records[doc.id] = doc
+    return facts
+
+
+def _cache_key() -> str:
+    """Changes whenever kbgen or its schema does, so a cache never outlives its rules."""
+    schema = json.dumps(json_schemas(), sort_keys=True)
+    return hashlib.sha256(f"{__version__}\n{schema}".encode()).hexdigest()[:16]
 
 
 def _located(path: Path, loc: list[str | int], message: str) -> Problem:
@@ -126,22 +179,22 @@ def _located(path: Path, loc: list[str | int], message: str) -> Problem:
 
 
 def _reference_problems(kb: KnowledgeBase) -> list[Problem]:
+    tasks = {f.id: set(f.tasks) for f in kb.facts.values() if f.kind == "plan"}
+    records = {f.id for f in kb.facts.values() if f.kind == "record"}
     problems = []
-    for record in kb.records.values():
-        path = kb.path_of(record)
-        for i, ref in enumerate(record.resolves):
-            plan_id, task_id = ref.split("#", 1)
-            plan = kb.plans.get(plan_id)
-            if ("plan", plan_id) in kb.broken:
-                continue
-            if plan is None:
-                problems.append(_located(path, ["resolves", i], f"no plan {plan_id!r}"))
-            elif task_id not in {t.id for t in plan.tasks}:
-                problems.append(
-                    _located(path, ["resolves", i], f"plan {plan_id!r} has no task {task_id!r}")
-                )
-        for section in ("supersedes", "related"):
-            for i, other in enumerate(getattr(record, section)):
-                if other not in kb.records and ("record", other) not in kb.broken:
-                    problems.append(_located(path, [section, i], f"no record {other!r}"))
+    for path, facts in kb.facts.items():
+        position: dict[str, int] = {}
+        for section, ref in facts.refs:
+            i = position[section] = position.get(section, -1) + 1
+            if section == "resolves":
+                plan_id, task_id = ref.split("#", 1)
+                if ("plan", plan_id) in kb.broken:
+                    continue
+                if plan_id not in tasks:
+                    problems.append(_located(path, [section, i], f"no plan {plan_id!r}"))
+                elif task_id not in tasks[plan_id]:
+                    message = f"plan {plan_id!r} has no task {task_id!r}"
+                    problems.append(_located(path, [section, i], message))
+            elif ref not in records and ("record", ref) not in kb.broken:
+                problems.append(_located(path, [section, i], f"no record {ref!r}"))
     return problems

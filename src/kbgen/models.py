@@ -168,7 +168,9 @@ class NgramConfig(Model):
     def _lookup_window(self) -> NgramConfig:
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if lo is not None and hi is not None and lo > hi:
-            _fail("NgramConfig", [(("prompt_lookup_min",), f"{lo} is above prompt_lookup_max ({hi})")])
+            _fail(
+                "NgramConfig", [(("prompt_lookup_min",), f"{lo} is above prompt_lookup_max ({hi})")]
+            )
         return self
 
 
@@ -230,7 +232,8 @@ class Hardware(Model):
     """Where the server ran."""
 
     accelerator: str | None = Field(
-        default=None, description="GPU model, or none on a CPU server.",
+        default=None,
+        description="GPU model, or none on a CPU server.",
         examples=["NVIDIA RTX PRO 6000 Blackwell"],
     )
     count: int | None = Field(default=None, ge=1, description="Number of accelerators.")
@@ -260,8 +263,16 @@ class Config(Model):
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> Config:
         if self.baseline not in self.variants:
-            _fail("Config", [(("baseline",), f"{self.baseline!r} is not one of the variants "
-                              f"({', '.join(sorted(self.variants))})")])
+            _fail(
+                "Config",
+                [
+                    (
+                        ("baseline",),
+                        f"{self.baseline!r} is not one of the variants "
+                        f"({', '.join(sorted(self.variants))})",
+                    )
+                ],
+            )
         return self
 
 
@@ -329,8 +340,15 @@ class SpecDecodeStats(Model):
             and self.draft_tokens is not None
             and self.accepted_tokens > self.draft_tokens
         ):
-            _fail("SpecDecodeStats", [(("accepted_tokens",), f"{self.accepted_tokens} exceeds "
-                                       f"draft_tokens ({self.draft_tokens})")])
+            _fail(
+                "SpecDecodeStats",
+                [
+                    (
+                        ("accepted_tokens",),
+                        f"{self.accepted_tokens} exceeds draft_tokens ({self.draft_tokens})",
+                    )
+                ],
+            )
         return self
 
 
@@ -349,7 +367,9 @@ class ClassVerdict(Model):
     @model_validator(mode="after")
     def _ci_ordered(self) -> ClassVerdict:
         if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
-            _fail("ClassVerdict", [(("ci_low",), f"{self.ci_low} is above ci_high ({self.ci_high})")])
+            _fail(
+                "ClassVerdict", [(("ci_low",), f"{self.ci_low} is above ci_high ({self.ci_high})")]
+            )
         return self
 
 
@@ -461,7 +481,9 @@ class Record(Model):
                     if name not in variants:
                         errors.append(((section, name), f"{name!r} is not a variant in config"))
             if self.verdict and self.verdict.variant not in variants:
-                errors.append((("verdict", "variant"), f"{self.verdict.variant!r} is not a variant"))
+                errors.append(
+                    (("verdict", "variant"), f"{self.verdict.variant!r} is not a variant")
+                )
         _fail("Record", errors)
         return self
 
