@@ -356,10 +356,31 @@ def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
 
 def test_cache_from_other_rules_is_ignored(kb_dir: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache.json"
-    cache.write_text('{"key": "other", "entries": {"%s": [[1, 1, 1], ["record", "x", [], []]]}}'
-                     % (kb_dir / "ngram-test.yaml").resolve())
+    cache.write_text(
+        '{"key": "other", "entries": {"%s": [[1, 1, 1], ["record", "x", [], []]]}}'
+        % (kb_dir / "ngram-test.yaml").resolve()
+    )
     base = kb.load([kb_dir], models=False, cache=cache)
-    assert base.problems == [] and {f.id for f in base.facts.values()} == {"ngram-test",
-                                                                           "next-steps"}
+    assert base.problems == [] and {f.id for f in base.facts.values()} == {
+        "ngram-test",
+        "next-steps",
+    }
     cache.write_text("not json")
     assert kb.load([kb_dir], models=False, cache=cache).problems == []
+
+
+def test_parallel_load_finds_what_a_serial_one_does(
+    kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(6):
+        (kb_dir / f"copy-{i}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: copy-{i}"))
+    broken = sub("mean: 62.6", "mean: x", RECORD.replace("id: ngram-test", "id: copy-3"))
+    (kb_dir / "copy-3.yaml").write_text(broken)
+    serial = kb.load([kb_dir], models=False)
+    monkeypatch.setattr(kb, "PARALLEL_FROM", 2)
+    parallel = kb.load([kb_dir], models=False)
+    assert parallel.facts == serial.facts and len(parallel.facts) == 7
+    assert parallel.problems == serial.problems
+    assert [(p.path.name, p.field) for p in parallel.problems] == [
+        ("copy-3.yaml", "measurements.baseline.coding.decode_tok_s.mean")
+    ]

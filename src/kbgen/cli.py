@@ -90,13 +90,14 @@ def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
     for path in targets:
         if not path.exists():
             raise UsageError(f"{path}: no such file or folder")
-    context = [root] if root.is_dir() else []
-    base = kb.load([*targets, *context], models=False, cache=CACHE if cache else None)
-    wanted = {p.resolve() for p in store.iter_yaml_files(targets)}
-    problems = [p for p in base.problems if p.path.resolve() in wanted]
+    wanted = store.iter_yaml_files(targets)
+    context = store.iter_yaml_files([root]) if root.is_dir() else []
+    base = kb.load(sorted({*wanted, *context}), models=False, cache=CACHE if cache else None)
+    asked = set(wanted)
+    problems = [p for p in base.problems if p.path in asked]
     if problems:
         raise InvalidInput(problems)
-    kinds = [facts.kind for path, facts in base.facts.items() if path.resolve() in wanted]
+    kinds = [base.facts[path].kind for path in wanted if path in base.facts]
     records, plans = kinds.count("record"), kinds.count("plan")
     click.echo(f"ok: {records} record(s) and {plans} plan(s) valid")
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -118,19 +121,44 @@ def load_file(path: Path) -> Record | Plan:
     return doc
 
 
+PARALLEL_FROM = 256  # files to parse before a second process pays for its start-up
+
+
 def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = None) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
     With a `cache` file, the facts of files that are valid and unchanged (same size and
-    modification time) since the last run are taken from it; that needs ``models=False``.
+    modification time) since the last run are taken from it; that needs ``models=False``,
+    which also lets many files be parsed in parallel, one process per core.
     """
     if cache is not None and models:
         raise ValueError("a cache only serves loads without models")
     kb = KnowledgeBase()
     cached = store.FingerprintCache(cache, _cache_key()) if cache else None
-    for path in store.iter_yaml_files(paths):
-        facts = _load_one(kb, path, cached, models)
+    files = store.iter_yaml_files(paths)
+    known: dict[Path, Facts] = {}
+    fingerprints: dict[Path, list[int]] = {}
+    if cached is not None:
+        for path in files:
+            fingerprints[path] = fingerprint = store.FingerprintCache.fingerprint(path)
+            if (hit := cached.get(path, fingerprint)) is not None:
+                known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
+    todo = [path for path in files if path not in known]
+    examine = _examine_with_model if models else _examine
+    for path, doc, facts, problems in _map(examine, todo, parallel=not models):
         if facts is None:
+            kb.problems.extend(problems)
+            kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
+            continue
+        known[path] = facts
+        if cached is not None:
+            cached.put(path, fingerprints[path], [facts.kind, facts.id, facts.refs, facts.tasks])
+        if isinstance(doc, Plan):
+            kb.plans[doc.id] = doc
+        elif isinstance(doc, Record):
+            kb.records[doc.id] = doc
+    for path in files:
+        if (facts := known.get(path)) is None:
             continue
         key = (facts.kind, facts.id)
         if key in kb.paths:
@@ -145,26 +173,31 @@ def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = Non
     return kb
 
 
-def _load_one(
-    kb: KnowledgeBase, path: Path, cached: store.FingerprintCache | None, models: bool
-) -> Facts | None:
-    fingerprint = store.FingerprintCache.fingerprint(path) if cached is not None else []
-    if cached is not None and (hit := cached.get(path, fingerprint)) is not None:
-        return Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
+Examined = tuple[Path, Record | Plan | None, Facts | None, list[Problem]]
+
+
+def _examine_with_model(path: Path) -> Examined:
     try:
         doc = load_file(path)
     except InvalidInput as exc:
-        kb.problems.extend(exc.problems)
-        kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
-        return None
-    facts = Facts.of(doc)
-    if cached is not None:
-        cached.put(path, fingerprint, [facts.kind, facts.id, facts.refs, facts.tasks])
-    if models and isinstance(doc, Plan):
-        kb.plans[doc.id] = doc
-    elif models and isinstance(doc, Record):
-        kb.records[doc.id] = doc
-    return facts
+        return path, None, None, exc.problems
+    return path, doc, Facts.of(doc), []
+
+
+def _examine(path: Path) -> Examined:
+    """Like `_examine_with_model`, returning only what crosses a process boundary cheaply."""
+    path, _, facts, problems = _examine_with_model(path)
+    return path, None, facts, problems
+
+
+def _map(func: Callable[[Path], Examined], paths: list[Path], parallel: bool) -> Iterator[Examined]:
+    workers = os.cpu_count() or 1
+    if not parallel or workers < 2 or len(paths) < PARALLEL_FROM:
+        yield from map(func, paths)
+        return
+    # forkserver, not fork: forking a process that may hold threads is unsafe
+    with ProcessPoolExecutor(workers, mp_context=get_context("forkserver")) as pool:
+        yield from pool.map(func, paths, chunksize=max(16, len(paths) // (workers * 8)))
 
 
 def _cache_key() -> str:

@@ -383,11 +383,11 @@ class FingerprintCache:
         return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
     def get(self, path: Path, fingerprint: list[int]) -> Any | None:
-        entry = self.entries.get(str(path.resolve()))
+        entry = self.entries.get(str(path.absolute()))
         return entry[1] if entry is not None and entry[0] == fingerprint else None
 
     def put(self, path: Path, fingerprint: list[int], value: Any) -> None:
-        self.entries[str(path.resolve())] = [fingerprint, value]
+        self.entries[str(path.absolute())] = [fingerprint, value]
         self.changed = True
 
     def save(self) -> None:
@@ -398,16 +398,20 @@ class FingerprintCache:
 
 
 def iter_yaml_files(paths: Iterable[Path]) -> list[Path]:
-    """Every `.yaml`/`.yml` file named or below the named folders, hidden ones excluded, sorted."""
+    """Every `.yaml`/`.yml` file named or below the named folders, sorted.
+
+    Hidden files and folders (a leftover `.x.yaml.tmp`, `.git`) are skipped below a folder.
+    """
     found: set[Path] = set()
     for path in paths:
-        if path.is_dir():
-            found.update(
-                p
-                for pattern in ("*.yaml", "*.yml")
-                for p in path.rglob(pattern)
-                if not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-        else:
+        if not path.is_dir():
             found.add(path)
+            continue
+        for folder, subfolders, files in os.walk(path):
+            subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+            found.update(
+                Path(folder, name)
+                for name in files
+                if name.endswith((".yaml", ".yml")) and not name.startswith(".")
+            )
     return sorted(found)
