@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -356,10 +357,9 @@ def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
 
 def test_cache_from_other_rules_is_ignored(kb_dir: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache.json"
-    cache.write_text(
-        '{"key": "other", "entries": {"%s": [[1, 1, 1], ["record", "x", [], []]]}}'
-        % (kb_dir / "ngram-test.yaml").resolve()
-    )
+    entry = [[1, 1, 1], ["record", "x", [], []]]
+    stale = {"key": "other", "entries": {str((kb_dir / "ngram-test.yaml").absolute()): entry}}
+    cache.write_text(json.dumps(stale))
     base = kb.load([kb_dir], models=False, cache=cache)
     assert base.problems == [] and {f.id for f in base.facts.values()} == {
         "ngram-test",
