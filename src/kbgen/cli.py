@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from kbgen import __version__, kb, scaffold, store
-from kbgen.errors import Conflict, InvalidInput, KbgenError, StoreError, UsageError
+from kbgen.errors import Conflict, InvalidInput, KbgenError, ServerError, StoreError, UsageError
 from kbgen.models import json_schemas
 
 # Checked in order; the first class that matches decides the exit code.
@@ -21,6 +21,7 @@ EXIT_CODES: list[tuple[type[KbgenError], int]] = [
     (UsageError, 2),  # the command line is wrong (click uses 2 for its own usage errors too)
     (Conflict, 3),  # someone else changed the file: re-run
     (StoreError, 4),  # the disk refused
+    (ServerError, 5),  # the LLM server could not be started or reached, or died
     (KbgenError, 1),
 ]
 
@@ -180,6 +181,73 @@ def new(title: str, folder: Path) -> None:
       kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
     """
     click.echo(str(scaffold.new_record(title, folder)))
+
+
+@cli.command()
+@click.argument("spec_file", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Continue an interrupted run folder instead of starting a new one.",
+)
+@click.option(
+    "--runs",
+    "runs_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("runs"),
+    show_default=True,
+    help="Folder that receives the new run folder.",
+)
+def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
+    """Run an experiment spec against a real LLM server and keep every raw sample.
+
+    Starts (or reaches) the server once per variant, warms it up, streams every prompt of
+    every class, scrapes /metrics around the measurement window, and writes everything to
+    runs/<run-id>/. A killed or failed run keeps what it measured: continue it with --resume.
+    Exit 5 when the server could not be started or died.
+
+    \b
+    Example:
+      kbgen bench bench/experiments/ngram-vs-baseline.yaml
+      kbgen bench --resume runs/20261129T101500-ngram-vs-baseline
+    """
+    import asyncio
+
+    from kbgen import bench as bench_stage
+    from kbgen import progress, spec
+    from kbgen.runs import RunFolder
+
+    if (spec_file is None) == (resume is None):
+        raise UsageError("give either a SPEC_FILE or --resume RUN, not both or neither")
+    if resume is not None:
+        folder = RunFolder.open(resume)
+        experiment = spec.load(folder.spec_path)
+        meta = folder.update_meta(status="running", attempts=int(folder.meta()["attempts"]) + 1)
+    else:
+        assert spec_file is not None
+        if not spec_file.is_file():
+            raise UsageError(f"{spec_file}: no such file")
+        experiment = spec.load(spec_file)
+        folder = RunFolder.create(
+            runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
+        )
+        meta = folder.meta()
+    click.echo(f"run folder: {folder.path} (attempt {meta['attempts']})", err=True)
+    try:
+        with progress.RichEvents() as events:
+            summary = asyncio.run(bench_stage.run(experiment, folder, events))
+    except KeyboardInterrupt:
+        folder.update_meta(status="interrupted")
+        click.echo(
+            f"interrupted; samples kept. Continue with: kbgen bench --resume {folder.path}",
+            err=True,
+        )
+        raise SystemExit(130) from None
+    except KbgenError:
+        folder.update_meta(status="failed")
+        raise
+    progress.show(progress.summary_table(summary))
+    click.echo(str(folder.path))
 
 
 def main() -> None:

@@ -50,3 +50,19 @@ class Conflict(KbgenError):
 
 class StoreError(KbgenError):
     """A file could not be read or written for a reason outside its content (permissions, disk)."""
+
+
+class ServerError(KbgenError):
+    """The LLM server could not be started, reached, or understood, or it died."""
+
+
+class ServerFailed(ServerError):
+    """The server could not be started, died, or never became healthy."""
+
+
+class ServerUnreachable(ServerError):
+    """The server did not answer a plain request (down, wrong URL, refused)."""
+
+
+class MetricsError(ServerError):
+    """The server's `/metrics` text could not be parsed."""

@@ -16,15 +16,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kbgen import __version__, store
 from kbgen.errors import InvalidInput, Problem
 from kbgen.models import Plan, Record, json_schemas
 
 PLANS_FOLDER = "plans"
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,18 @@ def problems_of(path: Path, exc: ValidationError) -> list[Problem]:
     ]
 
 
-def load_file(path: Path) -> Record | Plan:
-    """One validated record or plan; raises InvalidInput listing all its problems."""
-    model = kind_of(path)
+def load_model(path: Path, model: type[M]) -> M:
+    """A YAML file validated as `model`; InvalidInput listing all its problems otherwise."""
     data = store.load_fast(path)
     try:
-        doc = model.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(problems_of(path, exc)) from exc
+
+
+def load_file(path: Path) -> Record | Plan:
+    """One validated record or plan; raises InvalidInput listing all its problems."""
+    doc = load_model(path, kind_of(path))
     if doc.id != path.stem:
         line, _ = store.line_of(store.load_document(path).data, ["id"])
         raise InvalidInput(

