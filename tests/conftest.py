@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from tests import vllm_env
+from tests.free_port import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,3 +89,17 @@ def kb_dir(tmp_path: Path) -> Path:
     (records / "plans" / "next-steps.yaml").write_text(PLAN)
     (records / "ngram-test.yaml").write_text(RECORD)
     return records
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One complete baseline-vs-ngram run on a real vLLM, shared by the tests that read it."""
+    from kbgen.cli import cli
+
+    python = vllm_env.require()
+    root = tmp_path_factory.mktemp("work")
+    spec_file = root / "tiny.yaml"
+    spec_file.write_text(vllm_env.spec_text(python, free_port(), per_class=3, repeats=2))
+    result = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(root / "runs")])
+    assert result.exit_code == 0, result.output
+    return Path(result.stdout.strip().splitlines()[-1])

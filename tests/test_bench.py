@@ -7,7 +7,6 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -22,87 +21,23 @@ from kbgen.samples import Sample
 from kbgen.spec import ExperimentSpec
 from tests import vllm_env
 from tests.free_port import free_port
+from tests.vllm_env import spec_text
 
 pytestmark = pytest.mark.integration
-
-
-def spec_text(python: Path, port: int, **workload: Any) -> str:
-    spec = {
-        "schema_version": 1,
-        "id": "tiny-ngram",
-        "title": "n-gram vs baseline on the tiny model",
-        "hypothesis": {
-            "statement": "n-gram is faster",
-            "primary_metric": "decode_tok_s",
-            "direction": "increase",
-            "minimum_effect": 0.05,
-        },
-        "server": {
-            "launcher": "process",
-            "command": [str(python), str(vllm_env.CLI), "serve"],
-            "model": str(vllm_env.TINY),
-            "args": [
-                "--max-model-len",
-                "2048",
-                "--dtype",
-                "bfloat16",
-                "--enforce-eager",
-                "--no-enable-prefix-caching",
-            ],
-            "port": port,
-            "startup_timeout_s": 600,
-        },
-        "baseline": "baseline",
-        "variants": {
-            "baseline": {},
-            "ngram": {
-                "speculative_config": {
-                    "method": "ngram",
-                    "num_speculative_tokens": 5,
-                    "prompt_lookup_max": 4,
-                    "prompt_lookup_min": 2,
-                }
-            },
-        },
-        "workload": {
-            "prompts": str(vllm_env.REPO / "bench" / "prompts" / "seed.jsonl"),
-            "classes": ["coding", "math"],
-            "per_class": 2,
-            "max_tokens": 48,
-            "repeats": 1,
-            "warmup": 1,
-            "concurrency": 1,
-            "api": "completions",
-            **workload,
-        },
-    }
-    return yaml.safe_dump(spec, sort_keys=False)
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One complete baseline-vs-ngram run on a real vLLM, shared by the tests that read it."""
-    python = vllm_env.require()
-    root = tmp_path_factory.mktemp("work")
-    spec_file = root / "tiny.yaml"
-    spec_file.write_text(spec_text(python, free_port()))
-    result = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(root / "runs")])
-    assert result.exit_code == 0, result.output
-    return Path(result.stdout.strip().splitlines()[-1])
 
 
 def test_every_request_succeeds_and_tokens_match_the_server(tiny_run: Path) -> None:
     folder = RunFolder.open(tiny_run)
     samples = folder.samples()
-    assert len(samples) == 8 and all(s.ok for s in samples)
+    assert len(samples) == 24 and all(s.ok for s in samples)
     assert {s.output_tokens for s in samples} == {48}  # ignore_eos + max_tokens
     summary = json.loads((tiny_run / "summary.json").read_text())
     for name in ("baseline", "ngram"):
         variant = summary["variants"][name]
-        assert variant["requests_ok"] == 4 and variant["requests_failed"] == 0
+        assert variant["requests_ok"] == 12 and variant["requests_failed"] == 0
         assert variant["engine_version"] == "0.32.0"
         [window] = variant["windows"]
-        assert window["generation_tokens"] == window["client_output_tokens"] == 4 * 48
+        assert window["generation_tokens"] == window["client_output_tokens"] == 12 * 48
         assert variant["tokens_match"] is True
 
 

@@ -250,5 +250,58 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     click.echo(str(folder.path))
 
 
+@cli.command()
+@click.argument("target", type=click.Path(path_type=Path, exists=True))
+@click.option(
+    "--into",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Fill in this planned record (made by `kbgen new`) instead of writing a new one.",
+)
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=DEFAULT_RECORDS,
+    show_default=True,
+    help="Folder of the knowledge base's records.",
+)
+@click.option(
+    "--allow-mismatch",
+    is_flag=True,
+    help="Compare variants measured on different engine versions or models; the record says so.",
+)
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="TARGET is a record: recompute its numbers from its samples and report differences.",
+)
+def record(
+    target: Path, into: Path | None, records: Path, allow_mismatch: bool, check_only: bool
+) -> None:
+    """Turn a bench run into a record with statistics and a verdict; or check a record.
+
+    Summarises every metric per variant and prompt class (n, mean, median, p90, p99, stdev),
+    adds the speculative-decoding figures, and decides the hypothesis with bootstrap
+    confidence intervals. The compact samples are written beside the record so that
+    `kbgen record --check` can recompute every number later, on any machine.
+
+    \b
+    Example:
+      kbgen record runs/20261129T101500-ngram-vs-baseline
+      kbgen record runs/20261129T101500-ngram-vs-baseline --into records/2026-11-29-ngram.yaml
+      kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
+    """
+    from kbgen import record as record_stage
+
+    if check_only:
+        problems = record_stage.check(target)
+        if problems:
+            raise InvalidInput(problems)
+        click.echo(f"ok: every number on {target} matches its samples")
+        return
+    path = record_stage.record_run(target, records, into, allow_mismatch)
+    click.echo(str(path))
+
+
 def main() -> None:
     cli(prog_name="kbgen")

@@ -74,7 +74,7 @@ def kind_of(path: Path) -> type[Record] | type[Plan]:
     return Plan if path.parent.name == PLANS_FOLDER else Record
 
 
-def _dotted(parts: Iterable[str | int]) -> str:
+def dotted(parts: Iterable[str | int]) -> str:
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -97,7 +97,7 @@ def problems_of(path: Path, exc: ValidationError) -> list[Problem]:
     messages: dict[tuple[int, str], list[str]] = {}
     for error in exc.errors(include_url=False):
         line, found = store.line_of(tree, error["loc"])
-        said = messages.setdefault((line, _dotted(found)), [])
+        said = messages.setdefault((line, dotted(found)), [])
         if _message(error) not in said:
             said.append(_message(error))
     return [
@@ -213,7 +213,7 @@ def _cache_key() -> str:
 
 def _located(path: Path, loc: list[str | int], message: str) -> Problem:
     line, found = store.line_of(store.load_document(path).data, loc)
-    return Problem(path, line, _dotted(found), message)
+    return Problem(path, line, dotted(found), message)
 
 
 def _reference_problems(kb: KnowledgeBase) -> list[Problem]:

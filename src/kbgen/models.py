@@ -243,6 +243,7 @@ class Hardware(Model):
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
     )
     cpu: str | None = Field(default=None, description="CPU model.")
+    cpu_count: int | None = Field(default=None, ge=1, description="Logical CPUs.")
     host: str | None = Field(default=None, description="Host name, when it is not a secret.")
 
 
@@ -390,6 +391,11 @@ class Verdict(Model):
         default_factory=dict, description="Verdict per prompt class."
     )
     rationale: Markdown | None = Field(default=None, description="Why, in the author's words.")
+    caveats: list[str] = Field(
+        default_factory=list,
+        description="What limits this verdict: mismatches allowed with --allow-mismatch, "
+        "imported summaries, failed requests, a hypothesis changed after the run.",
+    )
 
 
 class Provenance(Model):
@@ -406,6 +412,11 @@ class Provenance(Model):
     git_sha: str | None = Field(default=None, description="Commit of the experiment repository.")
     host: str | None = Field(default=None, description="Machine that ran the benchmark.")
     recorded_at: dt.datetime | None = Field(default=None, description="When it was recorded.")
+    run: str | None = Field(default=None, description="The `kbgen bench` run folder's id.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What was imported and what could not be (e.g. no per-class split).",
+    )
 
 
 class RawSamples(Model):

@@ -331,6 +331,7 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True) -> None:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a record is as readable as any file
         with os.fdopen(fd, "wb") as out:
             out.write(content)
             out.flush()
@@ -348,6 +349,15 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True) -> None:
         raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
 
 
 def _fsync_dir(folder: Path) -> None:
