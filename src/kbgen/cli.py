@@ -247,15 +247,27 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
         folder.update_meta(status="failed")
         raise
     progress.show(progress.summary_table(summary))
-    click.echo(str(folder.path))
+    click.echo(str(folder.path))  # alone on stdout: `run=$(kbgen bench spec.yaml)` works
 
 
 @cli.command()
-@click.argument("target", type=click.Path(path_type=Path, exists=True))
+@click.argument("targets", nargs=-1, required=True)
+@click.option(
+    "--from",
+    "tool",
+    type=click.Choice(["vllm-bench", "guidellm"]),
+    help="TARGETS are VARIANT=FILE result files of this tool, the baseline first.",
+)
 @click.option(
     "--into",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Fill in this planned record (made by `kbgen new`) instead of writing a new one.",
+)
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="With --from: the experiment spec whose hypothesis, title and tasks the record takes.",
 )
 @click.option(
     "--records",
@@ -267,18 +279,32 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
 @click.option(
     "--allow-mismatch",
     is_flag=True,
-    help="Compare variants measured on different engine versions or models; the record says so.",
+    help="Compare variants measured on different engine versions, models or workloads; "
+    "the record says so.",
+)
+@click.option(
+    "--allow-summary-only",
+    is_flag=True,
+    help="With --from: decide from imported means when there are no per-request samples "
+    "(no confidence interval; the record says so).",
 )
 @click.option(
     "--check",
     "check_only",
     is_flag=True,
-    help="TARGET is a record: recompute its numbers from its samples and report differences.",
+    help="TARGETS are records: recompute their numbers from their samples, report differences.",
 )
 def record(
-    target: Path, into: Path | None, records: Path, allow_mismatch: bool, check_only: bool
+    targets: tuple[str, ...],
+    tool: str | None,
+    into: Path | None,
+    spec_path: Path | None,
+    records: Path,
+    allow_mismatch: bool,
+    allow_summary_only: bool,
+    check_only: bool,
 ) -> None:
-    """Turn a bench run into a record with statistics and a verdict; or check a record.
+    """Turn a bench run into a record with statistics and a verdict; import; or check.
 
     Summarises every metric per variant and prompt class (n, mean, median, p90, p99, stdev),
     adds the speculative-decoding figures, and decides the hypothesis with bootstrap
@@ -289,17 +315,28 @@ def record(
     Example:
       kbgen record runs/20261129T101500-ngram-vs-baseline
       kbgen record runs/20261129T101500-ngram-vs-baseline --into records/2026-11-29-ngram.yaml
+      kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
     from kbgen import record as record_stage
 
     if check_only:
-        problems = record_stage.check(target)
+        problems = [p for target in targets for p in record_stage.check(Path(target))]
         if problems:
             raise InvalidInput(problems)
-        click.echo(f"ok: every number on {target} matches its samples")
+        click.echo(f"ok: every number on {len(targets)} record(s) matches its samples")
         return
-    path = record_stage.record_run(target, records, into, allow_mismatch)
+    if tool is not None:
+        path = record_stage.record_import(
+            tool, list(targets), records, into, spec_path, allow_mismatch, allow_summary_only
+        )
+    else:
+        if len(targets) != 1:
+            raise UsageError("give one run folder (or --from TOOL VARIANT=FILE ...)")
+        run = Path(targets[0])
+        if not run.is_dir():
+            raise UsageError(f"{run}: no such run folder")
+        path = record_stage.record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
 
 

@@ -379,8 +379,9 @@ class Verdict(Model):
 
     outcome: Outcome = Field(description="Overall verdict.")
     variant: Slug = Field(description="The variant judged against the baseline.")
-    method: Literal["bootstrap", "reported"] = Field(
-        description="`bootstrap`: computed by kbgen from raw samples; "
+    method: Literal["bootstrap", "summary", "reported"] = Field(
+        description="`bootstrap`: computed by kbgen from raw samples, with intervals; "
+        "`summary`: from imported means only, no interval; "
         "`reported`: taken from the experimenter's account."
     )
     confidence: float | None = Field(

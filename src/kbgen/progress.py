@@ -115,4 +115,4 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 def show(table: Table) -> None:
-    Console().print(table)
+    Console(stderr=True).print(table)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbgen import __version__, kb, redact, stats, store, verdict
+from kbgen import __version__, imports, kb, redact, stats, store, verdict
 from kbgen.errors import InvalidInput, KbgenError, Problem, UsageError
 from kbgen.models import Hypothesis, Outcome, Record, Status
 from kbgen.runs import RunFolder
@@ -122,6 +122,49 @@ def spec_decode(evidence: Evidence) -> dict[str, Any]:
             "per_position_acceptance": [_round(a / drafts) for a in per_pos] if drafts else None,
         }
     return {k: {f: v for f, v in d.items() if v is not None} for k, d in out.items()}
+
+
+def judge_summaries(
+    evidence: Evidence,
+    summaries: dict[str, Any],
+    hypothesis: Hypothesis,
+    caveats: list[str],
+    allow: bool,
+) -> dict[str, Any]:
+    """A verdict from means alone (no samples, so no interval): inconclusive unless allowed."""
+    challenger = next(v for v in evidence.variants if v != evidence.baseline)
+    metric = hypothesis.primary_metric
+    per_class: dict[str, Any] = {}
+    notes = []
+    for cls in evidence.classes:
+        base = summaries.get(evidence.baseline, {}).get(cls, {}).get(metric)
+        other = summaries.get(challenger, {}).get(cls, {}).get(metric)
+        if not base or not other:
+            notes.append(f"{cls}: no {metric} on one side")
+            continue
+        effect = stats.Effect(
+            other["mean"] / base["mean"] - 1, None, None, base.get("n", 0), other.get("n", 0)
+        )
+        outcome, why = verdict.class_outcome(
+            effect, hypothesis, verdict.Guards(allow_summary_only=allow)
+        )
+        if why:
+            notes.append(f"{cls}: {why}")
+        per_class[cls] = {
+            "outcome": str(outcome),
+            "effect": _round(effect.effect),
+            "n_baseline": effect.n_baseline,
+            "n_variant": effect.n_variant,
+        }
+    outcomes = [Outcome(c["outcome"]) for c in per_class.values()]
+    return {
+        "outcome": str(verdict.overall(outcomes)),
+        "variant": challenger,
+        "method": "summary",
+        "rule": verdict.rule_text(hypothesis, CONFIDENCE, summary_only=True),
+        "per_class": per_class,
+        "caveats": [*caveats, *dict.fromkeys(notes)],
+    }
 
 
 def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> dict[str, Any]:
@@ -337,6 +380,129 @@ def from_run(
     return data, evidence
 
 
+# --- from other tools' result files ----------------------------------------------------------
+
+
+def from_imports(
+    found: list[imports.Imported],
+    record_id: str,
+    hypothesis: Hypothesis,
+    allow_mismatch: bool = False,
+    allow_summary_only: bool = False,
+) -> tuple[dict[str, Any], Evidence | None]:
+    """Record data from imported results, one per variant, the first being the baseline."""
+    if len(found) < 2:
+        raise UsageError("an import needs at least two variants: BASELINE=FILE VARIANT=FILE")
+    differences = []
+    for key, what in (("model", "model"),):
+        seen = {i.variant: getattr(i, key) for i in found}
+        if len(set(seen.values())) > 1:
+            differences.append(f"{what} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
+    for name in sorted({k for i in found for k in i.workload}):
+        seen = {i.variant: i.workload.get(name) for i in found}
+        if len(set(map(str, seen.values()))) > 1:
+            differences.append(
+                f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
+            )
+    if differences and not allow_mismatch:
+        raise Mismatch(
+            f"not comparable: {'; '.join(differences)} (use --allow-mismatch to "
+            "compare anyway; the record will say so)"
+        )
+    caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
+    order = [i.variant for i in found]
+    evidence = Evidence(order[0], order, [imports.ALL], [s for i in found for s in i.samples])
+    with_samples = all(any(s.ok for s in i.samples) for i in found)
+    if with_samples:
+        summary_data = measurements(evidence)
+        decided = judge(evidence, hypothesis, caveats)
+    else:
+        summary_data = {
+            i.variant: {
+                imports.ALL: {
+                    m: {k: _round(v) if k != "n" else v for k, v in st.items()}
+                    for m, st in i.summary.items()
+                }
+            }
+            for i in found
+        }
+        decided = judge_summaries(evidence, summary_data, hypothesis, caveats, allow_summary_only)
+    tools = sorted({i.tool for i in found})
+    data: dict[str, Any] = {
+        "status": "concluded",
+        "concluded": dt.date.today(),
+        "hypothesis": hypothesis.model_dump(),
+        "config": {
+            "engine": {"name": "vllm" if tools == ["vllm bench serve"] else "unknown"},
+            "model": {"name": found[0].model or "unknown"},
+            "hardware": {},
+            "baseline": order[0],
+            "variants": {name: {} for name in order},
+        },
+        "workload": {"prompt_suite": f"imported from {', '.join(tools)}", "classes": [imports.ALL]},
+        "measurements": summary_data,
+        "verdict": decided,
+        "provenance": {
+            "source": "imported",
+            "tool": f"kbgen {__version__}",
+            "reference": ", ".join(tools),
+            "recorded_at": dt.datetime.now(dt.UTC).replace(microsecond=0),
+            "notes": [n for i in found for n in i.notes],
+        },
+        "resolves": [],
+        "tags": [],
+    }
+    if with_samples:
+        data["raw_samples"] = {"path": f"{record_id}.samples.jsonl.gz"}
+        return data, evidence
+    return data, None
+
+
+def record_import(
+    tool: str,
+    pairs: list[str],
+    records: Path,
+    into: Path | None,
+    spec_path: Path | None,
+    allow_mismatch: bool = False,
+    allow_summary_only: bool = False,
+) -> Path:
+    """Import NAME=FILE result files of `tool` into a planned record or a new one."""
+    importer = imports.IMPORTERS[tool]
+    found = []
+    for pair in pairs:
+        name, sep, file = pair.partition("=")
+        if not sep or not name or not file:
+            raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
+        found.append(importer(Path(file), name))
+    if into is not None:
+        planned = kb.load_model(into, Record)
+        if planned.hypothesis is None:
+            raise UsageError(f"{into}: has no hypothesis to decide")
+        data, evidence = from_imports(
+            found, into.stem, planned.hypothesis, allow_mismatch, allow_summary_only
+        )
+        return write(into, data, evidence, planned.title)
+    if spec_path is None:
+        raise UsageError("an import needs a hypothesis: --into a planned record, or --spec")
+    spec = load_spec(spec_path)
+    path = _free_path(records, f"{dt.date.today().isoformat()}-{spec.id}")
+    data, evidence = from_imports(
+        found, path.stem, spec.hypothesis, allow_mismatch, allow_summary_only
+    )
+    data["resolves"], data["tags"] = list(spec.resolves), list(spec.tags)
+    return write(path, data, evidence, spec.title)
+
+
+def _free_path(records: Path, record_id: str) -> Path:
+    path = records / f"{record_id}.yaml"
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = records / f"{record_id}-{suffix}.yaml"
+    return path
+
+
 # --- writing ------------------------------------------------------------------------------
 
 GENERATED = (
@@ -352,15 +518,16 @@ GENERATED = (
 )
 
 
-def write(path: Path, data: dict[str, Any], evidence: Evidence, title: str) -> Path:
+def write(path: Path, data: dict[str, Any], evidence: Evidence | None, title: str) -> Path:
     """Write the samples file and the record: a new one, or fill in a planned one in place.
 
     Filling in keeps the author's comments, title, context, decision and rationale, and adds
     the spec's plan tasks and tags to the record's own.
     """
-    content = samples_bytes(evidence)
-    samples_path = path.parent / data["raw_samples"]["path"]
-    data["raw_samples"]["sha256"] = hashlib.sha256(content).hexdigest()
+    content = samples_bytes(evidence) if evidence is not None else b""
+    samples_path = path.parent / data["raw_samples"]["path"] if evidence is not None else None
+    if evidence is not None:
+        data["raw_samples"]["sha256"] = hashlib.sha256(content).hexdigest()
     if path.exists():
         doc = store.load_document(path)
         existing = store.plain(doc.data)
@@ -372,7 +539,7 @@ def write(path: Path, data: dict[str, Any], evidence: Evidence, title: str) -> P
         rationale = (existing.get("verdict") or {}).get("rationale")
         if rationale:
             data["verdict"]["rationale"] = rationale
-        updates = {k: data[k] for k in GENERATED}
+        updates = {k: data[k] for k in GENERATED if k in data}
         updates["resolves"] = list(
             dict.fromkeys([*existing.get("resolves", []), *data["resolves"]])
         )
@@ -382,7 +549,8 @@ def write(path: Path, data: dict[str, Any], evidence: Evidence, title: str) -> P
                 doc.data[key] = {}
         store.merge(doc.data, updates)
         _validate(path, store.plain(doc.data))
-        store.write_atomic(samples_path, content)
+        if samples_path is not None:
+            store.write_atomic(samples_path, content)
         store.save(doc)
         return path
     record = {
@@ -412,7 +580,8 @@ def write(path: Path, data: dict[str, Any], evidence: Evidence, title: str) -> P
     ]
     record = {k: record[k] for k in order if k in record}
     _validate(path, record)
-    store.write_atomic(samples_path, content)
+    if samples_path is not None:
+        store.write_atomic(samples_path, content)
     store.save(store.new_document(path, record))
     return path
 
@@ -441,6 +610,12 @@ def check(path: Path) -> list[Problem]:
         line, found = store.line_of(tree, loc)
         return Problem(path, line, kb.dotted(found), message)
 
+    if (
+        record.raw_samples is None
+        and record.verdict is not None
+        and (record.verdict.method in ("reported", "summary"))
+    ):
+        return []  # figures taken as reported or imported as summaries: nothing to recompute
     if record.raw_samples is None or record.hypothesis is None:
         return [problem(["raw_samples"], "no samples to recompute the numbers from")]
     samples_path = path.parent / record.raw_samples.path
@@ -509,11 +684,6 @@ def record_run(
             )
         data, evidence = from_run(run, into.stem, allow_mismatch, planned.hypothesis)
         return write(into, data, evidence, planned.title)
-    record_id = f"{dt.date.today().isoformat()}-{spec.id}"
-    path = records / f"{record_id}.yaml"
-    suffix = 1
-    while path.exists():
-        suffix += 1
-        path = records / f"{record_id}-{suffix}.yaml"
+    path = _free_path(records, f"{dt.date.today().isoformat()}-{spec.id}")
     data, evidence = from_run(run, path.stem, allow_mismatch)
     return write(path, data, evidence, spec.title)

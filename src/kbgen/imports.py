@@ -1,0 +1,211 @@
+"""Results of tools people already run, as evidence for a record: `vllm bench serve`, GuideLLM.
+
+Each importer reads one result file per variant and returns its samples (when the file has
+per-request detail) or its summary (when it has only aggregates), plus notes on what could not
+be imported. What a file lacks stays missing — no per-class split becomes one class `all`, no
+per-request samples means no confidence interval, per-chunk gaps are never relabelled as
+per-token latencies — and the notes travel into the record's provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbgen.errors import InvalidInput, Problem
+from kbgen.samples import Sample
+
+ALL = "all"
+S = 1_000_000_000  # ns per second
+
+
+@dataclass
+class Imported:
+    """One variant's results from another tool."""
+
+    variant: str
+    tool: str
+    model: str | None
+    samples: list[Sample] = field(default_factory=list)
+    summary: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> stats
+    workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidInput([Problem(path, None, "", "no such file")]) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput([Problem(path, None, "", f"cannot read: {exc}")]) from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInput([Problem(path, exc.lineno, "", f"not JSON: {exc.msg}")]) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput([Problem(path, 1, "", "expected a JSON object")])
+    return data
+
+
+def _sample(
+    variant: str,
+    index: int,
+    ttft_s: float | None,
+    gaps_s: list[float],
+    output_tokens: int | None,
+    error: str | None,
+) -> Sample:
+    """A request from relative timings: sent at 0, first token at TTFT, then the chunk gaps."""
+    sample = Sample(
+        variant=variant, prompt_class=ALL, prompt_index=index, repeat=0, scheduled_ns=0, sent_ns=0
+    )
+    if error or ttft_s is None:
+        sample.error = error or "no first token"
+        return sample
+    times = [round(ttft_s * S)]
+    for gap in gaps_s:
+        times.append(times[-1] + round(gap * S))
+    sample.chunk_ns, sample.done_ns, sample.output_tokens = times, times[-1], output_tokens
+    # Per-chunk token counts are known only when every chunk carried one token.
+    sample.chunk_tokens = [1] * len(times) if output_tokens == len(times) else []
+    return sample
+
+
+def vllm_bench(path: Path, variant: str) -> Imported:
+    """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request)."""
+    data = _read_json(path)
+    if "completed" not in data or "mean_ttft_ms" not in data:
+        raise InvalidInput(
+            [
+                Problem(
+                    path,
+                    None,
+                    "",
+                    "not a `vllm bench serve --save-result` file (no completed / mean_ttft_ms)",
+                )
+            ]
+        )
+    out = Imported(variant, "vllm bench serve", data.get("model_id"))
+    out.workload = {
+        k: data.get(k)
+        for k in ("num_prompts", "max_concurrency", "request_rate", "total_input_tokens", "backend")
+    }
+    out.notes.append(f"{variant}: imported from {path.name} (vllm bench serve)")
+    if "ttfts" in data and "output_lens" in data:
+        itls = data.get("itls") or [[] for _ in data["ttfts"]]
+        errors = data.get("errors") or [None] * len(data["ttfts"])
+        out.samples = [
+            _sample(variant, i, ttft, list(gaps or []), n, err or None)
+            for i, (ttft, gaps, n, err) in enumerate(
+                zip(data["ttfts"], itls, data["output_lens"], errors, strict=False)
+            )
+        ]
+        if any(s.ok and not s.chunk_tokens for s in out.samples):
+            out.notes.append(
+                f"{variant}: chunks carried several tokens and vllm bench does not "
+                "say how many: no per-token ITL (chunk gaps kept)"
+            )
+    else:
+        out.notes.append(
+            f"{variant}: no per-request samples (run with --save-detailed): no confidence interval"
+        )
+        for metric, key in (
+            ("ttft_ms", "ttft_ms"),
+            ("tpot_ms", "tpot_ms"),
+            ("chunk_gap_ms", "itl_ms"),
+            ("e2e_ms", "e2el_ms"),
+        ):
+            stats = {
+                "n": data["completed"],
+                "mean": data.get(f"mean_{key}"),
+                "median": data.get(f"median_{key}"),
+                "p99": data.get(f"p99_{key}"),
+                "stdev": data.get(f"std_{key}"),
+            }
+            if stats["mean"] is not None:
+                out.summary[metric] = {k: v for k, v in stats.items() if v is not None}
+        if data.get("mean_tpot_ms"):
+            out.summary["decode_tok_s"] = {
+                "n": data["completed"],
+                "mean": 1000 / data["mean_tpot_ms"],
+            }
+            out.notes.append(f"{variant}: decode_tok_s is 1000 / mean TPOT (summary only)")
+    out.notes.append(
+        f"{variant}: no per-class split (one class `{ALL}`); no /metrics, so no "
+        "client/server token cross-check and no speculative-decoding counters"
+    )
+    return out
+
+
+def guidellm(path: Path, variant: str) -> Imported:
+    """The JSON report of `guidellm benchmark --output-path report.json` (first benchmark)."""
+    data = _read_json(path)
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks:
+        raise InvalidInput(
+            [Problem(path, None, "benchmarks", "not a GuideLLM report (no benchmarks list)")]
+        )
+    bench = benchmarks[0]
+    out = Imported(variant, "guidellm", _guidellm_model(data, bench))
+    out.notes.append(
+        f"{variant}: imported from {path.name} (GuideLLM, first of {len(benchmarks)} benchmark(s))"
+    )
+    requests = bench.get("requests") or {}
+    successful = requests.get("successful") or []
+    errored = requests.get("errored") or []
+    for i, req in enumerate([*successful, *errored]):
+        timings = req.get("timings") or req.get("request_timings") or req
+        start = _first(timings, "request_start", "start_time", "requested")
+        first = _first(timings, "first_token_iteration", "first_iteration", "first_token_time")
+        last = _first(timings, "last_token_iteration", "last_iteration", "last_token_time")
+        tokens = _first(req, "output_tokens", "output_tokens_count")
+        if req in errored:
+            out.samples.append(
+                _sample(variant, i, None, [], None, str(req.get("error") or "errored request"))
+            )
+        elif None in (start, first, last):
+            out.notes.append(f"{variant}: request {i} has no token timings; skipped")
+        else:
+            assert start is not None and first is not None and last is not None
+            sample = _sample(variant, i, first - start, [], int(tokens) if tokens else None, None)
+            sample.chunk_ns.append(round((last - start) * S))  # first and last token only
+            sample.done_ns = sample.chunk_ns[-1]
+            sample.chunk_tokens = []
+            out.samples.append(sample)
+    if out.samples:
+        out.notes.append(
+            f"{variant}: GuideLLM keeps first and last token times only: no ITL distribution"
+        )
+    else:
+        out.notes.append(f"{variant}: no per-request samples: no confidence interval")
+    out.notes.append(f"{variant}: no per-class split (one class `{ALL}`); no /metrics")
+    args = bench.get("args") or data.get("args") or {}
+    out.workload = {
+        "profile": json.dumps(
+            args.get("profile", args.get("rate_type")), sort_keys=True, default=str
+        )
+    }
+    return out
+
+
+def _first(obj: Any, *keys: str) -> Any:
+    if not isinstance(obj, dict):
+        return None
+    return next((obj[k] for k in keys if obj.get(k) is not None), None)
+
+
+def _guidellm_model(data: dict[str, Any], bench: dict[str, Any]) -> str | None:
+    for source in (bench.get("config"), bench.get("args"), data.get("args"), bench):
+        if isinstance(source, dict):
+            model = (
+                source.get("model") or (source.get("backend") or {}).get("model")
+                if isinstance(source.get("backend"), dict)
+                else source.get("model")
+            )
+            if isinstance(model, str):
+                return model
+    return None
+
+
+IMPORTERS = {"vllm-bench": vllm_bench, "guidellm": guidellm}
