@@ -96,7 +96,7 @@ def test_schema_writes_once(tmp_path: Path) -> None:
     out = tmp_path / "schema"
     first = run("schema", "--out", str(out))
     second = run("schema", "--out", str(out))
-    assert first.stdout.count("wrote") == 2 and second.stdout.count("unchanged") == 2
+    assert first.stdout.count("wrote") == 3 and second.stdout.count("unchanged") == 3
     record = json.loads((out / "record.schema.json").read_text())
     assert record["title"] == "Record" and "hypothesis" in record["properties"]
 
@@ -104,7 +104,7 @@ def test_schema_writes_once(tmp_path: Path) -> None:
 def test_committed_schema_is_current(tmp_path: Path) -> None:
     repo_schema = Path(__file__).resolve().parents[1] / "docs" / "schema"
     run("schema", "--out", str(tmp_path))
-    for name in ("record.schema.json", "plan.schema.json"):
+    for name in ("record.schema.json", "plan.schema.json", "experiment.schema.json"):
         assert (repo_schema / name).read_text() == (tmp_path / name).read_text(), (
             f"docs/schema/{name} is stale: run `kbgen schema`"
         )

@@ -124,8 +124,8 @@ CASES = [
     (
         "bad-speculative-method",
         sub("method: ngram", "method: medusa"),
-        "speculative_config",
-        "config.variants.ngram.speculative_config",
+        "method: medusa",
+        "config.variants.ngram.speculative_config.method",
         "does not match any of the expected tags",
     ),
     (

@@ -137,10 +137,10 @@ def list_records(root: Path) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("docs/schema"),
     show_default=True,
-    help="Folder to write record.schema.json and plan.schema.json into.",
+    help="Folder to write record, plan and experiment .schema.json files into.",
 )
 def schema(out: Path) -> None:
-    """Write the JSON Schema of records and plans, for editors and other tools.
+    """Write the JSON Schema of records, plans and experiment specs, for editors and tools.
 
     Point the YAML language server at it (VS Code: the `yaml.schemas` setting, or a first
     line `# yaml-language-server: $schema=../docs/schema/record.schema.json` in a record).
@@ -150,7 +150,10 @@ def schema(out: Path) -> None:
     Example:
       kbgen schema --out docs/schema
     """
-    for stem, body in json_schemas().items():
+    from kbgen.spec import ExperimentSpec
+
+    schemas = {**json_schemas(), "experiment.schema": ExperimentSpec.model_json_schema()}
+    for stem, body in schemas.items():
         path = out / f"{stem}.json"
         content = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
         if path.exists() and path.read_bytes() == content:

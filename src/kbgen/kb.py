@@ -96,7 +96,10 @@ def problems_of(path: Path, exc: ValidationError) -> list[Problem]:
     # join them into one line.
     messages: dict[tuple[int, str], list[str]] = {}
     for error in exc.errors(include_url=False):
-        line, found = store.line_of(tree, error["loc"])
+        loc = list(error["loc"])
+        if error["type"] == "union_tag_invalid":  # point at the tag itself, not its mapping
+            loc.append(str(error["ctx"]["discriminator"]).strip("'"))
+        line, found = store.line_of(tree, loc)
         said = messages.setdefault((line, dotted(found)), [])
         if _message(error) not in said:
             said.append(_message(error))
