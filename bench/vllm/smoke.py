@@ -171,7 +171,7 @@ def main() -> int:
     delta = {k: c1[k] - c0.get(k, 0.0) for k in sorted(c1) if c1[k] - c0.get(k, 0.0)}
     print("counter deltas:", json.dumps(delta))
     fams = {l.split()[2] for l in after.splitlines() if l.startswith("# TYPE vllm:")}
-    spec = sorted(f for f in fams if f.startswith("vllm:spec_decode"))
+    spec = sorted(f for f in fams if f.startswith("vllm:spec_decode") and not f.endswith("_created"))
     print(f"vllm metric families: {len(fams)}; spec_decode: {spec}")
     d = delta.get("vllm:spec_decode_num_drafts_total")
     if d:

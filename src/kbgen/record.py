@@ -124,6 +124,46 @@ def spec_decode(evidence: Evidence) -> dict[str, Any]:
     return {k: {f: v for f, v in d.items() if v is not None} for k, d in out.items()}
 
 
+def _decide(
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    effects: dict[str, stats.Effect | None],
+    guards: verdict.Guards,
+    caveats: list[str],
+    summary_only: bool,
+) -> dict[str, Any]:
+    """The verdict on the first non-baseline variant from its effect in each class."""
+    per_class: dict[str, Any] = {}
+    notes = []
+    for cls, effect in effects.items():
+        if effect is None:
+            notes.append(f"{cls}: no {hypothesis.primary_metric} on one side")
+            continue
+        outcome, why = verdict.class_outcome(effect, hypothesis, guards)
+        if why:
+            notes.append(f"{cls}: {why}")
+        figures = {
+            "outcome": str(outcome),
+            "effect": _round(effect.effect),
+            "ci_low": _round(effect.ci_low),
+            "ci_high": _round(effect.ci_high),
+            "n_baseline": effect.n_baseline,
+            "n_variant": effect.n_variant,
+        }
+        per_class[cls] = {k: v for k, v in figures.items() if v is not None}
+    outcomes = [Outcome(c["outcome"]) for c in per_class.values()]
+    decided: dict[str, Any] = {
+        "outcome": str(verdict.overall(outcomes)),
+        "variant": next(v for v in evidence.variants if v != evidence.baseline),
+        "method": "summary" if summary_only else "bootstrap",
+        "confidence": None if summary_only else CONFIDENCE,
+        "rule": verdict.rule_text(hypothesis, CONFIDENCE, summary_only=summary_only),
+        "per_class": per_class,
+        "caveats": [*caveats, *dict.fromkeys(notes)],
+    }
+    return {k: v for k, v in decided.items() if v is not None}
+
+
 def judge_summaries(
     evidence: Evidence,
     summaries: dict[str, Any],
@@ -134,41 +174,29 @@ def judge_summaries(
     """A verdict from means alone (no samples, so no interval): inconclusive unless allowed."""
     challenger = next(v for v in evidence.variants if v != evidence.baseline)
     metric = hypothesis.primary_metric
-    per_class: dict[str, Any] = {}
-    notes = []
+    effects: dict[str, stats.Effect | None] = {}
     for cls in evidence.classes:
         base = summaries.get(evidence.baseline, {}).get(cls, {}).get(metric)
         other = summaries.get(challenger, {}).get(cls, {}).get(metric)
-        if not base or not other:
-            notes.append(f"{cls}: no {metric} on one side")
-            continue
-        effect = stats.Effect(
-            other["mean"] / base["mean"] - 1, None, None, base.get("n", 0), other.get("n", 0)
+        effects[cls] = (
+            stats.Effect(
+                other["mean"] / base["mean"] - 1, None, None, base.get("n", 0), other.get("n", 0)
+            )
+            if base and other
+            else None
         )
-        outcome, why = verdict.class_outcome(
-            effect, hypothesis, verdict.Guards(allow_summary_only=allow)
-        )
-        if why:
-            notes.append(f"{cls}: {why}")
-        per_class[cls] = {
-            "outcome": str(outcome),
-            "effect": _round(effect.effect),
-            "n_baseline": effect.n_baseline,
-            "n_variant": effect.n_variant,
-        }
-    outcomes = [Outcome(c["outcome"]) for c in per_class.values()]
-    return {
-        "outcome": str(verdict.overall(outcomes)),
-        "variant": challenger,
-        "method": "summary",
-        "rule": verdict.rule_text(hypothesis, CONFIDENCE, summary_only=True),
-        "per_class": per_class,
-        "caveats": [*caveats, *dict.fromkeys(notes)],
-    }
+    return _decide(
+        evidence,
+        hypothesis,
+        effects,
+        verdict.Guards(allow_summary_only=allow),
+        caveats,
+        summary_only=True,
+    )
 
 
 def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> dict[str, Any]:
-    """The verdict on the first non-baseline variant, per class and overall."""
+    """The verdict with bootstrap intervals over the final successful samples."""
     final, total, failed = evidence.final()
     challenger = next(v for v in evidence.variants if v != evidence.baseline)
     tokens_match = [w.get("tokens_match") for ws in evidence.windows.values() for w in ws]
@@ -177,45 +205,15 @@ def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> dic
         tokens_match=None if not tokens_match else all(t is not False for t in tokens_match),
     )
     metric = hypothesis.primary_metric
-    per_class: dict[str, Any] = {}
-    notes = []
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for sample in final:
+        if metric in (m := sample.metrics()):
+            values[(sample.variant, sample.prompt_class)].append(m[metric])
+    effects: dict[str, stats.Effect | None] = {}
     for cls in evidence.classes:
-
-        def values(variant: str, cls: str = cls) -> list[float]:
-            return [
-                m[metric]
-                for s in final
-                if s.variant == variant and s.prompt_class == cls and metric in (m := s.metrics())
-            ]
-
-        base, other = values(evidence.baseline), values(challenger)
-        if not base or not other:
-            notes.append(f"{cls}: no {metric} samples on one side")
-            continue
-        effect = stats.relative_effect(base, other, CONFIDENCE)
-        outcome, why = verdict.class_outcome(effect, hypothesis, guards)
-        if why:
-            notes.append(f"{cls}: {why}")
-        per_class[cls] = {
-            "outcome": str(outcome),
-            "effect": _round(effect.effect),
-            "ci_low": _round(effect.ci_low),
-            "ci_high": _round(effect.ci_high),
-            "n_baseline": effect.n_baseline,
-            "n_variant": effect.n_variant,
-        }
-    outcomes = [Outcome(c["outcome"]) for c in per_class.values()]
-    return {
-        "outcome": str(verdict.overall(outcomes)),
-        "variant": challenger,
-        "method": "bootstrap",
-        "confidence": CONFIDENCE,
-        "rule": verdict.rule_text(hypothesis, CONFIDENCE),
-        "per_class": {
-            k: {f: v for f, v in c.items() if v is not None} for k, c in per_class.items()
-        },
-        "caveats": [*caveats, *dict.fromkeys(notes)],
-    }
+        base, other = values[(evidence.baseline, cls)], values[(challenger, cls)]
+        effects[cls] = stats.relative_effect(base, other, CONFIDENCE) if base and other else None
+    return _decide(evidence, hypothesis, effects, guards, caveats, summary_only=False)
 
 
 # --- compact samples beside the record --------------------------------------------------

@@ -65,25 +65,18 @@ def relative_effect(
     def ratio(x: Any, y: Any, axis: int = -1) -> Any:
         return np.mean(y, axis=axis) / np.mean(x, axis=axis) - 1
 
-    result = scipy_stats.bootstrap(
-        (a, b),
-        ratio,
-        n_resamples=RESAMPLES,
-        confidence_level=confidence,
-        method="BCa",
-        vectorized=True,
-        random_state=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if math.isnan(low) or math.isnan(high):  # BCa degenerates on odd data; fall back
-        result = scipy_stats.bootstrap(
+    low = high = math.nan
+    for method in ("BCa", "percentile"):  # BCa degenerates on odd data: fall back
+        interval = scipy_stats.bootstrap(
             (a, b),
             ratio,
             n_resamples=RESAMPLES,
             confidence_level=confidence,
-            method="percentile",
+            method=method,
             vectorized=True,
             random_state=np.random.default_rng(BOOTSTRAP_SEED),
-        )
-        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        ).confidence_interval
+        low, high = float(interval.low), float(interval.high)
+        if not (math.isnan(low) or math.isnan(high)):
+            break
     return Effect(effect, low, high, int(a.size), int(b.size))
