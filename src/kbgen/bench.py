@@ -11,6 +11,7 @@ sample; `--resume` redoes only what has no successful sample yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -144,34 +145,7 @@ async def run(
     spec: ExperimentSpec, folder: RunFolder, events: Events | None = None
 ) -> dict[str, Any]:
     """Measure every request of the plan that has no successful sample yet; return the summary."""
-    events = events or NoEvents()
-    suite = prompts.load(
-        Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
-    )
-    meta = folder.meta()
-    attempt = int(meta.get("attempts", 1)) - 1
-    done = {_key(s) for s in folder.samples() if s.ok}
-    launcher = launcher_for(spec.server)
-    timeouts = Timeouts(
-        stall_s=spec.workload.stall_timeout_s, request_s=spec.workload.request_timeout_s
-    )
-    try:
-        for name in [spec.baseline, *(n for n in spec.variants if n != spec.baseline)]:
-            todo = [k for k in plan(spec, suite) if k.variant == name and k not in done]
-            if not todo:
-                continue
-
-            def waiting(seconds: float, name: str = name) -> None:
-                events.waiting(name, seconds)
-
-            launched = await launcher.start(name, spec.variants[name], folder.log(name), waiting)
-            async with Client(launched.url, timeouts=timeouts) as client:
-                await _variant(
-                    spec, folder, client, launcher, name, launched, todo, suite, attempt, events
-                )
-    finally:
-        await launcher.stop()
-        folder.close()
+    await _Run(spec, folder, events or NoEvents()).all_variants()
     summary = summarize(spec, folder)
     folder.write_summary(summary)
     folder.update_meta(
@@ -184,114 +158,151 @@ def _key(sample: Sample) -> Key:
     return Key(sample.variant, sample.prompt_class, sample.prompt_index, sample.repeat)
 
 
-async def _variant(
-    spec: ExperimentSpec,
-    folder: RunFolder,
-    client: Client,
-    launcher: Any,
-    name: str,
-    launched: Launched,
-    todo: list[Key],
-    suite: dict[str, list[str]],
-    attempt: int,
-    events: Events,
-) -> None:
-    workload = spec.workload
-    models = await client.get_json("/v1/models")
-    model = models["data"][0]["id"]
-    version = (await client.get_json("/version")).get("version")
-    windows = folder.meta()["variants"].get(name, {}).get("windows", [])
-    info = {
-        "url": launched.url,
-        "command": launched.command,
-        "env": launched.env,
-        "reused_server": launched.reused,
-        "engine_version": version,
-        "model": model,
-        "max_model_len": models["data"][0].get("max_model_len"),
-        "windows": windows,
-    }
-    events.variant_started(name, len(todo), launched)
-    # warm-up: at least one request per concurrent slot, not measured
-    first_class = workload.classes[0]
-    warmups = max(workload.warmup, workload.concurrency if workload.warmup else 0)
-    await asyncio.gather(
-        *(
-            client.stream(
-                workload.api,
-                payload(workload, model, suite[first_class][i % len(suite[first_class])]),
-                Sample(
+class _Run:
+    """One `kbgen bench` invocation over a run folder (a first run or a resume)."""
+
+    def __init__(self, spec: ExperimentSpec, folder: RunFolder, events: Events) -> None:
+        self.spec, self.folder, self.events = spec, folder, events
+        self.workload = spec.workload
+        self.suite = prompts.load(
+            Path(self.workload.prompts), self.workload.classes, self.workload.per_class
+        )
+        self.attempt = int(folder.meta().get("attempts", 1)) - 1
+        self.launcher = launcher_for(spec.server)
+        self.timeouts = Timeouts(
+            stall_s=self.workload.stall_timeout_s, request_s=self.workload.request_timeout_s
+        )
+
+    async def all_variants(self) -> None:
+        done = {_key(s) for s in self.folder.samples() if s.ok}
+        try:
+            for name in [
+                self.spec.baseline,
+                *(n for n in self.spec.variants if n != self.spec.baseline),
+            ]:
+                todo = [
+                    k for k in plan(self.spec, self.suite) if k.variant == name and k not in done
+                ]
+                if todo:
+                    await self.variant(name, todo)
+        finally:
+            await self.launcher.stop()
+            self.folder.close()
+
+    async def variant(self, name: str, todo: list[Key]) -> None:
+        launched = await self.launcher.start(
+            name,
+            self.spec.variants[name],
+            self.folder.log(name),
+            lambda seconds: self.events.waiting(name, seconds),
+        )
+        async with Client(launched.url, timeouts=self.timeouts) as client:
+            models = await client.get_json("/v1/models")
+            model = models["data"][0]["id"]
+            info = {
+                "url": launched.url,
+                "command": launched.command,
+                "env": launched.env,
+                "reused_server": launched.reused,
+                "engine_version": (await client.get_json("/version")).get("version"),
+                "model": model,
+                "max_model_len": models["data"][0].get("max_model_len"),
+                "windows": self.folder.meta()["variants"].get(name, {}).get("windows", []),
+            }
+            self.events.variant_started(name, len(todo), launched)
+            await self.warm_up(client, name, model)
+            window = len(info["windows"])
+            self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
+            start_ns = time.perf_counter_ns()
+            failure = await self.measure(client, name, model, todo)
+            end_ns = time.perf_counter_ns()
+            after = None
+            with contextlib.suppress(ServerUnreachable):
+                self.folder.write_metrics(f"{name}-{window}-after", await client.metrics_text())
+                after = f"metrics/{name}-{window}-after.prom"
+        info["windows"].append(
+            {
+                "index": window,
+                "start_ns": start_ns,
+                "end_ns": end_ns,
+                "attempt": self.attempt,
+                "before": f"metrics/{name}-{window}-before.prom",
+                "after": after,
+            }
+        )
+        meta = self.folder.meta()
+        meta["variants"][name] = info
+        self.folder.write_meta(meta)
+        if failure:
+            kept = len([s for s in self.folder.samples() if s.ok])
+            raise ServerFailed(
+                f"the server stopped answering during variant {name!r} ({failure}); "
+                f"{kept} finished samples are kept in {self.folder.path}; server log: "
+                f"{self.folder.log(name)}. Continue with: kbgen bench --resume {self.folder.path}"
+            )
+        self.events.variant_done(name, {})
+
+    async def warm_up(self, client: Client, name: str, model: str) -> None:
+        """At least one unmeasured request per concurrent slot; all failing stops the run."""
+        if not self.workload.warmup:
+            return
+        first = self.workload.classes[0]
+        prompts_ = self.suite[first]
+        count = max(self.workload.warmup, self.workload.concurrency)
+        results = await asyncio.gather(
+            *(
+                client.stream(
+                    self.workload.api,
+                    payload(self.workload, model, prompts_[i % len(prompts_)]),
+                    Sample(
+                        variant=name,
+                        prompt_class=first,
+                        prompt_index=i,
+                        repeat=-1,
+                        scheduled_ns=0,
+                        sent_ns=0,
+                    ),
+                    time.perf_counter_ns(),
+                )
+                for i in range(count)
+            )
+        )
+        if not any(r.ok for r in results):
+            raise ServerFailed(
+                f"every warm-up request to variant {name!r} failed: "
+                f"{results[0].error}; server log: {self.folder.log(name)}"
+            )
+
+    async def measure(self, client: Client, name: str, model: str, todo: list[Key]) -> str | None:
+        """Send `todo` at the spec's concurrency, appending each sample as it finishes.
+
+        Returns why it stopped early (the server died or stopped answering), or None.
+        """
+        queue = list(reversed(todo))
+        failure: list[str] = []
+
+        async def worker() -> None:
+            while queue and not failure:
+                key = queue.pop()
+                scheduled = time.perf_counter_ns()
+                sample = Sample(
                     variant=name,
-                    prompt_class=first_class,
-                    prompt_index=i,
-                    repeat=-1,
-                    scheduled_ns=0,
-                    sent_ns=0,
-                ),
-                time.perf_counter_ns(),
-            )
-            for i in range(warmups)
-        )
-    )
-    window = len(windows)
-    before = await client.metrics_text()
-    folder.write_metrics(f"{name}-{window}-before", before)
-    queue: asyncio.Queue[Key] = asyncio.Queue()
-    for key in todo:
-        queue.put_nowait(key)
-    failure: list[str] = []
-    start_ns = time.perf_counter_ns()
+                    prompt_class=key.prompt_class,
+                    prompt_index=key.prompt_index,
+                    repeat=key.repeat,
+                    attempt=self.attempt,
+                    scheduled_ns=scheduled,
+                    sent_ns=scheduled,
+                )
+                body = payload(self.workload, model, self.suite[key.prompt_class][key.prompt_index])
+                await client.stream(self.workload.api, body, sample, scheduled)
+                self.folder.append(sample)
+                self.events.sample_done(sample)
+                if not sample.ok and not (self.launcher.alive() and await client.healthy()):
+                    failure.append(sample.error or "no reason given")
 
-    async def worker() -> None:
-        while not queue.empty() and not failure:
-            key = queue.get_nowait()
-            scheduled = time.perf_counter_ns()
-            sample = Sample(
-                variant=name,
-                prompt_class=key.prompt_class,
-                prompt_index=key.prompt_index,
-                repeat=key.repeat,
-                attempt=attempt,
-                scheduled_ns=scheduled,
-                sent_ns=scheduled,
-            )
-            body = payload(workload, model, suite[key.prompt_class][key.prompt_index])
-            await client.stream(workload.api, body, sample, scheduled)
-            folder.append(sample)
-            events.sample_done(sample)
-            if not sample.ok and not (launcher.alive() and await client.healthy()):
-                failure.append(sample.error or "unknown")
-
-    await asyncio.gather(*(worker() for _ in range(workload.concurrency)))
-    end_ns = time.perf_counter_ns()
-    after_text: str | None = None
-    try:
-        after_text = await client.metrics_text()
-        folder.write_metrics(f"{name}-{window}-after", after_text)
-    except ServerUnreachable:
-        pass
-    windows.append(
-        {
-            "index": window,
-            "start_ns": start_ns,
-            "end_ns": end_ns,
-            "attempt": attempt,
-            "before": f"metrics/{name}-{window}-before.prom",
-            "after": f"metrics/{name}-{window}-after.prom" if after_text else None,
-        }
-    )
-    meta = folder.meta()
-    meta["variants"][name] = info
-    folder.write_meta(meta)
-    if failure:
-        done = len([s for s in folder.samples() if s.ok])
-        log = folder.log(name)
-        raise ServerFailed(
-            f"the server stopped answering during variant {name!r} ({failure[0]}); "
-            f"{done} finished samples are kept in {folder.path}; server log: {log}. "
-            f"Continue with: kbgen bench --resume {folder.path}"
-        )
-    events.variant_done(name, {})
+        await asyncio.gather(*(worker() for _ in range(self.workload.concurrency)))
+        return failure[0] if failure else None
 
 
 def summarize(spec: ExperimentSpec, folder: RunFolder) -> dict[str, Any]:

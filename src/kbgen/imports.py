@@ -30,6 +30,8 @@ class Imported:
     model: str | None
     samples: list[Sample] = field(default_factory=list)
     summary: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> stats
+    # the tool's own speculative-decoding counters, as metrics.window() reports them
+    spec_decode: dict[str, Any] | None = None
     workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
     notes: list[str] = field(default_factory=list)
 
@@ -131,9 +133,21 @@ def vllm_bench(path: Path, variant: str) -> Imported:
                 "mean": 1000 / data["mean_tpot_ms"],
             }
             out.notes.append(f"{variant}: decode_tok_s is 1000 / mean TPOT (summary only)")
+    if data.get("spec_decode_num_drafts") is not None:
+        drafts = data["spec_decode_num_drafts"]
+        rates = data.get("spec_decode_per_position_acceptance_rates") or []
+        out.spec_decode = {
+            "drafts": drafts,
+            "draft_tokens": data.get("spec_decode_draft_tokens", 0),
+            "accepted_tokens": data.get("spec_decode_accepted_tokens", 0),
+            "accepted_per_position": [round(rate * drafts) for rate in rates],
+        }
+        out.notes.append(
+            f"{variant}: speculative-decoding counters as vllm bench serve "
+            "scraped them from /metrics"
+        )
     out.notes.append(
-        f"{variant}: no per-class split (one class `{ALL}`); no /metrics, so no "
-        "client/server token cross-check and no speculative-decoding counters"
+        f"{variant}: no per-class split (one class `{ALL}`); no client/server token cross-check"
     )
     return out
 

@@ -409,7 +409,13 @@ def from_imports(
         )
     caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
     order = [i.variant for i in found]
-    evidence = Evidence(order[0], order, [imports.ALL], [s for i in found for s in i.samples])
+    evidence = Evidence(
+        order[0],
+        order,
+        [imports.ALL],
+        [s for i in found for s in i.samples],
+        {i.variant: [{"spec_decode": i.spec_decode}] for i in found if i.spec_decode},
+    )
     with_samples = all(any(s.ok for s in i.samples) for i in found)
     if with_samples:
         summary_data = measurements(evidence)
@@ -439,6 +445,7 @@ def from_imports(
         },
         "workload": {"prompt_suite": f"imported from {', '.join(tools)}", "classes": [imports.ALL]},
         "measurements": summary_data,
+        "spec_decode": spec_decode(evidence),
         "verdict": decided,
         "provenance": {
             "source": "imported",
