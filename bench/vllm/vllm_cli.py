@@ -20,6 +20,7 @@ the CLI is called only under the `if __name__ == "__main__":` guard, which the w
 Offline/quiet defaults (set only when the caller has not set them): HF_HUB_OFFLINE=1,
 TRANSFORMERS_OFFLINE=1, VLLM_NO_USAGE_STATS=1, DO_NOT_TRACK=1, VLLM_CPU_KVCACHE_SPACE=1 (GiB).
 """
+
 import importlib.metadata as _md
 import os
 
