@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,9 +24,8 @@ from tests import vllm_env
 from tests.free_port import free_port
 from tests.vllm_env import spec_text
 
-pytestmark = pytest.mark.integration
 
-
+@pytest.mark.integration
 def test_every_request_succeeds_and_tokens_match_the_server(tiny_run: Path) -> None:
     folder = RunFolder.open(tiny_run)
     samples = folder.samples()
@@ -41,6 +41,7 @@ def test_every_request_succeeds_and_tokens_match_the_server(tiny_run: Path) -> N
         assert variant["tokens_match"] is True
 
 
+@pytest.mark.integration
 def test_spec_decode_metrics_only_for_the_ngram_variant(tiny_run: Path) -> None:
     summary = json.loads((tiny_run / "summary.json").read_text())
     assert "spec_decode" not in summary["variants"]["baseline"]["windows"][0]
@@ -54,6 +55,7 @@ def test_spec_decode_metrics_only_for_the_ngram_variant(tiny_run: Path) -> None:
     assert max(max(s.chunk_tokens) for s in ngram) > 1  # multi-token chunks reached the client
 
 
+@pytest.mark.integration
 def test_run_folder_keeps_what_a_reviewer_needs(tiny_run: Path) -> None:
     meta = json.loads((tiny_run / "run.json").read_text())
     assert meta["status"] == "complete" and meta["hardware"]["cpu_count"] >= 1
@@ -82,6 +84,7 @@ class KillAfter(bench.NoEvents):
             os.kill(self.pid, signal.SIGKILL)
 
 
+@pytest.mark.integration
 def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: Path) -> None:
     python = vllm_env.require()
     spec_file = tmp_path / "tiny.yaml"
@@ -113,3 +116,73 @@ def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: P
     summary = json.loads((folder.path / "summary.json").read_text())
     assert summary["variants"]["baseline"]["requests_ok"] == 4
     assert summary["variants"]["baseline"]["tokens_match"] is True
+
+
+def _external_spec(url: str, tmp_path: Path) -> ExperimentSpec:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"class": c, "prompt": f"{c} {i}"}) + "\n"
+            for c in ("coding", "math")
+            for i in range(3)
+        )
+    )
+    return ExperimentSpec.model_validate(
+        {
+            "schema_version": 1,
+            "id": "fake",
+            "title": "against a loopback stand-in",
+            "hypothesis": {
+                "statement": "s",
+                "primary_metric": "decode_tok_s",
+                "direction": "increase",
+                "minimum_effect": 0.05,
+            },
+            "server": {"launcher": "external", "url": url, "startup_timeout_s": 5},
+            "baseline": "a",
+            "variants": {"a": {}, "b": {}},
+            "workload": {
+                "prompts": str(prompts),
+                "classes": ["coding", "math"],
+                "repeats": 1,
+                "warmup": 1,
+                "concurrency": 2,
+                "stall_timeout_s": 0.5,
+            },
+        }
+    )
+
+
+def _bench_against(fake: Any, tmp_path: Path) -> tuple[RunFolder, dict[str, Any]]:
+    from aiohttp.test_utils import TestServer
+
+    async def go() -> tuple[RunFolder, dict[str, Any]]:
+        server = TestServer(fake.app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            spec = _external_spec(str(server.make_url("")), tmp_path)
+            folder = RunFolder.create(
+                tmp_path / "runs", spec.id, "schema_version: 1\n", bench.new_meta(spec)
+            )
+            return folder, await bench.run(spec, folder)
+        finally:
+            await server.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("fault", ["http-500", "malformed", "stall"])
+def test_failed_requests_are_recorded_and_the_run_goes_on(fault: str, tmp_path: Path) -> None:
+    from tests.fake_server import FakeVllm
+
+    fake = FakeVllm({2: fault})  # request 0 is variant a's warm-up; 2 is a measured one
+    folder, summary = _bench_against(fake, tmp_path)
+    samples = folder.samples()
+    failed = [s for s in samples if not s.ok]
+    assert len(samples) == 12 and len(failed) == 1
+    assert failed[0].variant == "a" and failed[0].error is not None
+    assert summary["variants"]["a"]["requests_failed"] == 1
+    assert summary["variants"]["a"]["requests_ok"] == 5
+    assert summary["variants"]["b"]["requests_ok"] == 6
+    assert summary["variants"]["b"]["tokens_match"] is True
+    assert json.loads((folder.path / "run.json").read_text())["status"] == "complete"

@@ -153,3 +153,45 @@ def test_pairs_must_name_their_variant(tmp_path: Path) -> None:
         cli, ["record", "--from", "vllm-bench", str(BASE), str(NGRAM), "--records", str(tmp_path)]
     )
     assert result.exit_code == 2 and "VARIANT=FILE" in result.stderr
+
+
+GL_BASE = FIXTURES / "guidellm-baseline.json"
+GL_NGRAM = FIXTURES / "guidellm-ngram.json"
+
+
+def test_guidellm_report_becomes_first_and_last_token_samples() -> None:
+    raw = json.loads(GL_BASE.read_text())
+    bench = raw["benchmarks"][0]
+    found = imports.guidellm(GL_BASE, "baseline")
+    assert found.model == "tiny" and len(found.samples) == 12 and all(s.ok for s in found.samples)
+    ttft_ms = [s.metrics()["ttft_ms"] for s in found.samples]
+    expected = bench["metrics"]["time_to_first_token_ms"]["successful"]["mean"]
+    assert sum(ttft_ms) / len(ttft_ms) == pytest.approx(expected, rel=1e-6)
+    # GuideLLM's ITL is (last - first) / (N - 1): our TPOT, token-weighted in its aggregate
+    first = bench["requests"]["successful"][0]
+    assert found.samples[0].metrics()["tpot_ms"] == pytest.approx(
+        first["inter_token_latency_ms"], rel=1e-6
+    )
+    assert "itl_ms" not in found.samples[0].metrics()  # no per-chunk times: no distribution
+    assert "chunk_gap_ms" not in found.samples[0].metrics()
+
+
+def test_guidellm_import_record(tmp_path: Path) -> None:
+    found = [imports.guidellm(GL_BASE, "baseline"), imports.guidellm(GL_NGRAM, "ngram")]
+    data, evidence = record.from_imports(found, "x", FASTER)
+    assert evidence is not None and data["verdict"]["method"] == "bootstrap"
+    assert set(data["measurements"]["ngram"]["all"]) == {
+        "decode_tok_s",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+    }
+    assert data["spec_decode"] == {}  # GuideLLM has no speculative-decoding counters
+    assert any("first and last token times only" in n for n in data["provenance"]["notes"])
+
+
+def test_not_a_guidellm_report(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"benchmarks": []}')
+    with pytest.raises(InvalidInput, match="not a GuideLLM report"):
+        imports.guidellm(path, "baseline")

@@ -82,3 +82,53 @@ def test_a_missing_command_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_tail_of_a_missing_log() -> None:
     assert tail(Path("/no/such.log")) == "(no log)"
+
+
+def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestServer
+
+    from kbgen.launch import CommandLauncher
+    from kbgen.spec import CommandServer
+    from tests.fake_server import FakeVllm
+
+    log = tmp_path / "v.log"
+    variant = Variant.model_validate(
+        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 5}}
+    )
+
+    async def go() -> tuple[list[str], str]:
+        server = TestServer(FakeVllm().app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            launcher = CommandLauncher(
+                CommandServer(
+                    launcher="command",
+                    url=str(server.make_url("")),
+                    start="echo starting unit {variant} with {args}; : HF_TOKEN=hf_secretsecret",
+                    stop="echo stopping unit {variant}",
+                )
+            )
+            launched = await launcher.start("ngram", variant, log, lambda s: None)
+            await launcher.stop()
+            return launched.command, log.read_text()
+        finally:
+            await server.close()
+
+    command, text = asyncio.run(go())
+    assert "starting unit ngram with --speculative-config" in text
+    assert '{"method":"ngram","num_speculative_tokens":5}' in text
+    assert "stopping unit ngram" in text
+    assert "hf_secretsecret" not in text and "hf_secretsecret" not in " ".join(command)
+
+
+def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None:
+    from kbgen.launch import CommandLauncher
+    from kbgen.spec import CommandServer
+
+    launcher = CommandLauncher(
+        CommandServer(
+            launcher="command", url="http://127.0.0.1:9", start="echo unit not found; exit 4"
+        )
+    )
+    with pytest.raises(ServerFailed, match=r"exited with code 4(.|\n)*unit not found"):
+        asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))

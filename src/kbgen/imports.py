@@ -153,73 +153,64 @@ def vllm_bench(path: Path, variant: str) -> Imported:
 
 
 def guidellm(path: Path, variant: str) -> Imported:
-    """The JSON report of `guidellm benchmark --output-path report.json` (first benchmark)."""
+    """The JSON report of GuideLLM (`--output kind=json,path=…`; schema 2, GuideLLM 0.8).
+
+    Per request GuideLLM keeps the start, first-token and last-token times and the output token
+    count; no per-chunk times. The first benchmark of the report is imported.
+    """
     data = _read_json(path)
     benchmarks = data.get("benchmarks")
-    if not isinstance(benchmarks, list) or not benchmarks:
+    if not isinstance(benchmarks, list) or not benchmarks or not isinstance(benchmarks[0], dict):
         raise InvalidInput(
             [Problem(path, None, "benchmarks", "not a GuideLLM report (no benchmarks list)")]
         )
     bench = benchmarks[0]
-    out = Imported(variant, "guidellm", _guidellm_model(data, bench))
+    spec = _at(data, "config", "spec") or {}
+    model = _at(spec, "backend", "model") or _at(bench, "config", "backend", "model")
+    out = Imported(variant, "guidellm", model if isinstance(model, str) else None)
+    version = _at(data, "metadata", "guidellm_version")
     out.notes.append(
-        f"{variant}: imported from {path.name} (GuideLLM, first of {len(benchmarks)} benchmark(s))"
+        f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
+        f"{len(benchmarks)} benchmark(s))"
     )
     requests = bench.get("requests") or {}
-    successful = requests.get("successful") or []
-    errored = requests.get("errored") or []
-    for i, req in enumerate([*successful, *errored]):
-        timings = req.get("timings") or req.get("request_timings") or req
-        start = _first(timings, "request_start", "start_time", "requested")
-        first = _first(timings, "first_token_iteration", "first_iteration", "first_token_time")
-        last = _first(timings, "last_token_iteration", "last_iteration", "last_token_time")
-        tokens = _first(req, "output_tokens", "output_tokens_count")
-        if req in errored:
-            out.samples.append(
-                _sample(variant, i, None, [], None, str(req.get("error") or "errored request"))
-            )
-        elif None in (start, first, last):
-            out.notes.append(f"{variant}: request {i} has no token timings; skipped")
-        else:
-            assert start is not None and first is not None and last is not None
-            sample = _sample(variant, i, first - start, [], int(tokens) if tokens else None, None)
-            sample.chunk_ns.append(round((last - start) * S))  # first and last token only
-            sample.done_ns = sample.chunk_ns[-1]
-            sample.chunk_tokens = []
-            out.samples.append(sample)
-    if out.samples:
-        out.notes.append(
-            f"{variant}: GuideLLM keeps first and last token times only: no ITL distribution"
+    successful, errored = requests.get("successful") or [], requests.get("errored") or []
+    for i, req in enumerate(successful):
+        timings = _at(req, "info", "timings") or {}
+        start, first, last = (
+            timings.get(k)
+            for k in ("request_start", "first_token_iteration", "last_token_iteration")
         )
-    else:
-        out.notes.append(f"{variant}: no per-request samples: no confidence interval")
-    out.notes.append(f"{variant}: no per-class split (one class `{ALL}`); no /metrics")
-    args = bench.get("args") or data.get("args") or {}
+        if start is None or first is None or last is None:
+            out.samples.append(_sample(variant, i, None, [], None, "no token timings in report"))
+            continue
+        sample = _sample(variant, i, first - start, [last - first], req.get("output_tokens"), None)
+        sample.chunk_tokens, sample.chunks_complete = [], False  # first and last token only
+        out.samples.append(sample)
+    for i, req in enumerate(errored, start=len(successful)):
+        error = _at(req, "info", "error") or "errored request"
+        out.samples.append(_sample(variant, i, None, [], None, str(error)))
+    out.notes.append(
+        f"{variant}: GuideLLM keeps first and last token times only: no ITL "
+        "distribution, no chunk gaps"
+    )
+    out.notes.append(
+        f"{variant}: no per-class split (one class `{ALL}`); no /metrics, so no "
+        "client/server token cross-check and no speculative-decoding counters"
+    )
     out.workload = {
-        "profile": json.dumps(
-            args.get("profile", args.get("rate_type")), sort_keys=True, default=str
-        )
+        key: json.dumps(spec.get(key), sort_keys=True, default=str)
+        for key in ("profile", "constraints", "data")
     }
     return out
 
 
-def _first(obj: Any, *keys: str) -> Any:
-    if not isinstance(obj, dict):
-        return None
-    return next((obj[k] for k in keys if obj.get(k) is not None), None)
-
-
-def _guidellm_model(data: dict[str, Any], bench: dict[str, Any]) -> str | None:
-    for source in (bench.get("config"), bench.get("args"), data.get("args"), bench):
-        if isinstance(source, dict):
-            model = (
-                source.get("model") or (source.get("backend") or {}).get("model")
-                if isinstance(source.get("backend"), dict)
-                else source.get("model")
-            )
-            if isinstance(model, str):
-                return model
-    return None
+def _at(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 IMPORTERS = {"vllm-bench": vllm_bench, "guidellm": guidellm}

@@ -36,6 +36,11 @@ class Sample(BaseModel):
         default_factory=list,
         description="Generated tokens in each of those chunks (from continuous usage stats).",
     )
+    chunks_complete: bool = Field(
+        default=True,
+        description="False when `chunk_ns` holds only the first and last token times (an import "
+        "from a tool that keeps no more): then there are no chunk gaps or ITLs.",
+    )
     done_ns: int | None = Field(default=None, description="When the stream ended.")
     prompt_tokens: int | None = Field(default=None, description="Prompt tokens (server usage).")
     output_tokens: int | None = Field(default=None, description="Generated tokens (usage).")
@@ -62,6 +67,8 @@ def request_metrics(sample: Sample) -> dict[str, Any]:
     if n > 1 and e2e > ttft:
         out["tpot_ms"] = (e2e - ttft) / (n - 1)
         out["decode_tok_s"] = (n - 1) / ((e2e - ttft) / 1000)
+    if not sample.chunks_complete:
+        return out
     gaps = [
         (later - earlier) * ms
         for earlier, later in zip(sample.chunk_ns, sample.chunk_ns[1:], strict=False)
