@@ -12,7 +12,15 @@ from pathlib import Path
 import click
 
 from kbgen import __version__, kb, scaffold, store
-from kbgen.errors import Conflict, InvalidInput, KbgenError, ServerError, StoreError, UsageError
+from kbgen.errors import (
+    Conflict,
+    InvalidInput,
+    KbgenError,
+    Problem,
+    ServerError,
+    StoreError,
+    UsageError,
+)
 from kbgen.models import json_schemas
 
 # Checked in order; the first class that matches decides the exit code.
@@ -341,6 +349,52 @@ def record(
             raise UsageError(f"{run}: no such run folder")
         path = record_stage.record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
+
+
+@cli.command()
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=DEFAULT_RECORDS,
+    show_default=True,
+    help="The knowledge base to render.",
+)
+@click.option(
+    "--docs",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("docs"),
+    show_default=True,
+    help="The MkDocs docs folder; pages go to docs/records/ and docs/plans/.",
+)
+@click.option(
+    "--templates",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="A folder of templates that override kbgen's (record.md.j2, plan.md.j2, index.md.j2).",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if docs/ is not current.")
+def render(records: Path, docs: Path, templates: Path | None, check: bool) -> None:
+    """Render records and plans into Markdown pages and SVG charts for the site.
+
+    One page per record (ADR style), one per plan with its checklist ticked from the
+    records, and an index. Only pages whose content changed are rewritten, so an unchanged
+    knowledge base changes no byte; --check tells CI whether docs/ is stale.
+
+    \b
+    Example:
+      kbgen render && mkdocs serve
+      kbgen render --check
+    """
+    from kbgen import render as render_stage
+
+    changed, _ = render_stage.render_site(records, docs, templates, check=check)
+    if check:
+        if changed:
+            raise InvalidInput(
+                [Problem(docs / path, None, "", "stale: run `kbgen render`") for path in changed]
+            )
+        click.echo(f"ok: {docs} is current")
+        return
+    click.echo(f"{len(changed)} file(s) written" if changed else "nothing changed")
 
 
 def main() -> None:

@@ -1,0 +1,13 @@
+"""MkDocs hook: render the knowledge base into docs/ before every build and `mkdocs serve` reload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kbgen.render import render_site
+
+
+def on_pre_build(config: Any, **kwargs: Any) -> None:
+    docs = Path(config["docs_dir"])
+    render_site(docs.parent / "records", docs)
