@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO_SPEC := bench/experiments/ngram-vs-baseline.yaml
 
-.PHONY: demo test lint vllm
+.PHONY: demo test lint vllm site browser
 
 ## make demo: the main job — a real experiment on the local vLLM, its record, the knowledge base
 demo: $(STAMP) vllm
@@ -15,10 +15,21 @@ demo: $(STAMP) vllm
 	run=$$($(BIN)/kbgen bench $(DEMO_SPEC)) && $(BIN)/kbgen record "$$run"
 	$(BIN)/kbgen validate records/
 	$(BIN)/kbgen list records/
+	$(MAKE) site
+	@echo "The site is in site/; browse it live with: $(BIN)/mkdocs serve"
+
+## make site: render the knowledge base and build the static site (site/)
+site: $(STAMP)
+	$(BIN)/kbgen render
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## make test: lint, type-check and the whole test suite, integration tests on a real vLLM included
-test: $(STAMP) lint vllm
+test: $(STAMP) lint vllm browser
 	$(BIN)/pytest
+
+## make browser: Debian's Chromium, for the tests that load the built site in a real browser
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench/perf

@@ -1,0 +1,157 @@
+"""The built site: `mkdocs build --strict`, then a real browser (headless Chromium) on it."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HOSTILE = """\
+schema_version: 1
+id: 2026-11-29-hostile
+title: 'Hostile <script>window.__pwned = "title"</script> record'
+status: planned
+created: 2026-11-29
+context: |
+  <img src=x onerror="window.__pwned = 'img'"> and <script>window.__pwned = 'context'</script>
+  and [click me](javascript:window.__pwned='link')
+tags: [security]
+"""
+
+
+def _mkdocs(*args: str) -> subprocess.CompletedProcess[str]:
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    return subprocess.run(
+        [str(mkdocs), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(mkdocs.parent)},
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example knowledge base plus a hostile record, built with --strict."""
+    root = tmp_path_factory.mktemp("kb")
+    for name in ("docs", "records"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    (root / "records" / "2026-11-29-hostile.yaml").write_text(HOSTILE)
+    built = _mkdocs("build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(root / "site"))
+    assert built.returncode == 0, built.stderr
+    return root / "site"
+
+
+def test_the_repository_site_builds_strict(tmp_path: Path) -> None:
+    built = _mkdocs("build", "--strict", "-f", str(REPO / "mkdocs.yml"), "-d", str(tmp_path))
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "plans" / "next-steps-eagle" / "index.html").exists()
+
+
+def test_hostile_text_reaches_the_html_escaped(site: Path) -> None:
+    page = (site / "records" / "2026-11-29-hostile" / "index.html").read_text()
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;window.__pwned" in page and "javascript:" not in page
+
+
+@pytest.fixture(scope="module")
+def served(site: Path) -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+
+    class Quiet(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # the browser closing a connection early is not a test failure
+
+    server = Quiet(("127.0.0.1", 0), handler)
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("no Chromium: make test installs Debian's chromium package")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+def _page(browser: object, url: str) -> object:
+    page = browser.new_page(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    page.goto(url, wait_until="networkidle")
+    return page
+
+
+def test_plan_page_shows_ticked_and_open_tasks(browser: object, served: str) -> None:
+    page = _page(browser, f"{served}/plans/next-steps-eagle/")
+    boxes = page.locator("li.task-list-item input[type=checkbox]")  # type: ignore[attr-defined]
+    checked = [boxes.nth(i).is_checked() for i in range(boxes.count())]
+    assert checked == [True, True, False, False, False]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "plan-next-steps-eagle.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_a_chart_is_visible(browser: object, served: str) -> None:
+    page = _page(browser, f"{served}/records/2026-11-29-ngram-spec-decode-kimi-k2-5/")
+    chart = page.locator("img[src$='metric.svg']")  # type: ignore[attr-defined]
+    chart.scroll_into_view_if_needed()
+    assert chart.is_visible()
+    assert chart.evaluate("img => img.complete && img.naturalWidth") > 0
+    box = chart.bounding_box()
+    assert box is not None and box["width"] > 200 and box["height"] > 100
+    page.screenshot(path=str(ARTIFACTS / "record-kimi.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_search_finds_a_record(browser: object, served: str) -> None:
+    page = _page(browser, f"{served}/")
+    page.locator(".md-search__input").first.click()  # type: ignore[attr-defined]
+    page.keyboard.type("AllReduce", delay=30)  # type: ignore[attr-defined]
+    result = page.locator(
+        ".md-search-result__item",  # type: ignore[attr-defined]
+        has_text="n-gram speculative decoding on Kimi-K2.5",
+    )
+    result.first.wait_for(timeout=15_000)
+    assert result.count() >= 1
+
+
+def test_hostile_record_executes_nothing(browser: object, served: str) -> None:
+    dialogs: list[str] = []
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{served}/records/2026-11-29-hostile/", wait_until="networkidle")
+    assert page.evaluate("() => window.__pwned === undefined")
+    page.get_by_text("click me").first.click()
+    assert page.evaluate("() => window.__pwned === undefined") and dialogs == []
+    title = page.locator("h1").first.inner_text()
+    assert "<script>" in title  # shown as text
+    page.screenshot(path=str(ARTIFACTS / "record-hostile.png"), full_page=True)
