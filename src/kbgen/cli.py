@@ -386,7 +386,7 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
     """
     from kbgen import render as render_stage
 
-    changed, _ = render_stage.render_site(records, docs, templates, check=check)
+    changed = render_stage.render_site(records, docs, templates, check=check)
     if check:
         if changed:
             raise InvalidInput(

@@ -13,7 +13,9 @@ whose scheme is not http(s), mailto or relative.
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -182,7 +184,7 @@ def write(docs: Path, content: dict[str, str]) -> list[Path]:
         data = text.encode()
         if path.exists() and path.read_bytes() == data:
             continue
-        store.write_atomic(path, data)
+        store.write_atomic(path, data, durable=False)  # regenerated from records anyway
         written.append(path)
     for path in stale_outputs(docs, content):
         path.unlink()
@@ -217,17 +219,71 @@ def differences(docs: Path, content: dict[str, str]) -> list[str]:
     return changed + [str(p.relative_to(docs)) for p in stale_outputs(docs, content)]
 
 
+CACHE = Path(".kbgen_cache") / "render.json"
+
+
+def _inputs_key(records: Path, templates: Path | None) -> str:
+    """Changes whenever a record, a plan, a template or kbgen itself does (size, mtime, inode)."""
+    from kbgen import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    package = Path(str(resources.files("kbgen")))
+    sources = [
+        *store.iter_yaml_files([records]),
+        *sorted((package / "templates").glob("*.j2")),
+        *sorted(package.glob("*.py")),
+    ]
+    if templates is not None:
+        sources += sorted(templates.glob("*.j2"))
+    for path in sources:
+        digest.update(f"{path}:{store.FingerprintCache.fingerprint(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _outputs_unchanged(docs: Path, outputs: dict[str, list[int]]) -> bool:
+    try:
+        return bool(outputs) and all(
+            store.FingerprintCache.fingerprint(docs / rel) == fp for rel, fp in outputs.items()
+        )
+    except OSError:
+        return False
+
+
 def render_site(
-    records: Path, docs: Path, templates: Path | None = None, check: bool = False
-) -> tuple[list[str], KnowledgeBase]:
-    """Render the knowledge base under `records` into `docs`; with `check`, only compare."""
+    records: Path,
+    docs: Path,
+    templates: Path | None = None,
+    check: bool = False,
+    cache: Path | None = CACHE,
+) -> list[str]:
+    """Render the knowledge base under `records` into `docs`; with `check`, only compare.
+
+    When neither the inputs nor the pages written last time changed (by size, mtime and inode,
+    remembered in `cache`), nothing is parsed or rendered at all.
+    """
     from kbgen import kb as kb_stage
     from kbgen.errors import InvalidInput
 
+    key = _inputs_key(records, templates) + str(docs.absolute())
+    last = _read_json(cache) if cache is not None else {}
+    if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
+        return []
     base = kb_stage.load([records])
     if base.problems:
         raise InvalidInput(base.problems)
     content = pages(base, templates)
     if check:
-        return differences(docs, content), base
-    return [str(p.relative_to(docs)) for p in write(docs, content)], base
+        return differences(docs, content)
+    written = [str(p.relative_to(docs)) for p in write(docs, content)]
+    if cache is not None:
+        outputs = {rel: store.FingerprintCache.fingerprint(docs / rel) for rel in content}
+        store.write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
+    return written

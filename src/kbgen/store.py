@@ -321,11 +321,13 @@ def save(doc: Document) -> None:
     doc.digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_atomic(path: Path, content: bytes, *, replace: bool = True) -> None:
+def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: bool = True) -> None:
     """Put `content` at `path` so that readers see the old bytes or the new, never a mix.
 
     With `replace=False` the file must not exist yet; a concurrent creator wins and this raises
-    Conflict (the new name is linked, not renamed, so it cannot clobber).
+    Conflict (the new name is linked, not renamed, so it cannot clobber). `durable=False` skips
+    the fsyncs — still atomic for readers, but a power cut may lose the write: for files that
+    are regenerated anyway (rendered pages), where fsync would cost most of the time.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -335,7 +337,8 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True) -> None:
         with os.fdopen(fd, "wb") as out:
             out.write(content)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         if replace:
             os.replace(tmp, path)
         else:
@@ -344,7 +347,8 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True) -> None:
             except FileExistsError as exc:
                 raise Conflict(f"{path}: already exists; not overwriting") from exc
             tmp.unlink()
-        _fsync_dir(path.parent)
+        if durable:
+            _fsync_dir(path.parent)
     except OSError as exc:
         raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:

@@ -1,0 +1,56 @@
+"""Time `kbgen render` over 10,000 synthetic records (issue 5's targets: < 5 s cold, < 0.5 s no-op).
+
+Usage: python bench/perf/render_10k.py [N]
+
+Prints the wall time of the real command (a subprocess, start-up included): cold (empty docs/,
+no cache), no-op (nothing changed since), and after one record changed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from validate_10k import make_kb  # noqa: E402
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    return elapsed
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    kbgen = str(Path(sys.executable).with_name("kbgen"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_kb(root / "records", n)
+        command = [kbgen, "render", "--records", "records", "--docs", "docs"]
+        cold = timed(command, root)
+        pages = sum(1 for _ in (root / "docs").rglob("*.md"))
+        noop = [timed(command, root) for _ in range(3)]
+        one = next((root / "records").glob("2026-*.yaml"))
+        one.write_text(one.read_text().replace("Why we ran it.", "Why we ran it, again."))
+        changed = timed(command, root)
+        print(f"{n} records -> {pages} pages, {os.cpu_count()} CPUs")
+        print(f"kbgen render, cold (empty docs/, no cache): {cold:.2f} s")
+        print(
+            f"kbgen render, nothing changed: best {min(noop):.2f} s of "
+            f"{', '.join(f'{t:.2f}' for t in noop)}"
+        )
+        print(f"kbgen render, one record changed: {changed:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
