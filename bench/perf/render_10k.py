@@ -9,25 +9,15 @@ no cache), no-op (nothing changed since), and after one record changed.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from validate_10k import make_kb  # noqa: E402
-
-
-def timed(cmd: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    assert done.returncode == 0, done.stdout + done.stderr
-    return elapsed
+from validate_10k import make_kb, timed  # noqa: E402
 
 
 def main() -> None:
