@@ -135,9 +135,9 @@ PARALLEL_FROM = 256  # files to parse before a second process pays for its start
 def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = None) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
-    With a `cache` file, the facts of files that are valid and unchanged (same size and
-    modification time) since the last run are taken from it; that needs ``models=False``,
-    which also lets many files be parsed in parallel, one process per core.
+    Many files are parsed in parallel, one process per core. With a `cache` file, the facts of
+    files that are valid and unchanged (same size and modification time) since the last run are
+    taken from it; that needs ``models=False``.
     """
     if cache is not None and models:
         raise ValueError("a cache only serves loads without models")
@@ -153,7 +153,7 @@ def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = Non
                 known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
     todo = [path for path in files if path not in known]
     examine = _examine_with_model if models else _examine
-    for path, doc, facts, problems in _map(examine, todo, parallel=not models):
+    for path, doc, facts, problems in _map(examine, todo):
         if facts is None:
             kb.problems.extend(problems)
             kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
@@ -198,9 +198,9 @@ def _examine(path: Path) -> Examined:
     return path, None, facts, problems
 
 
-def _map(func: Callable[[Path], Examined], paths: list[Path], parallel: bool) -> Iterator[Examined]:
+def _map(func: Callable[[Path], Examined], paths: list[Path]) -> Iterator[Examined]:
     workers = os.cpu_count() or 1
-    if not parallel or workers < 2 or len(paths) < PARALLEL_FROM:
+    if workers < 2 or len(paths) < PARALLEL_FROM:
         yield from map(func, paths)
         return
     # forkserver, not fork: forking a process that may hold threads is unsafe
