@@ -369,17 +369,19 @@ def test_cache_from_other_rules_is_ignored(kb_dir: Path, tmp_path: Path) -> None
     assert kb.load([kb_dir], models=False, cache=cache).problems == []
 
 
+@pytest.mark.parametrize("models", [False, True], ids=["facts", "models"])
 def test_parallel_load_finds_what_a_serial_one_does(
-    kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+    kb_dir: Path, monkeypatch: pytest.MonkeyPatch, models: bool
 ) -> None:
     for i in range(6):
         (kb_dir / f"copy-{i}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: copy-{i}"))
     broken = sub("mean: 62.6", "mean: x", RECORD.replace("id: ngram-test", "id: copy-3"))
     (kb_dir / "copy-3.yaml").write_text(broken)
-    serial = kb.load([kb_dir], models=False)
+    serial = kb.load([kb_dir], models=models)
     monkeypatch.setattr(kb, "PARALLEL_FROM", 2)
-    parallel = kb.load([kb_dir], models=False)
+    parallel = kb.load([kb_dir], models=models)
     assert parallel.facts == serial.facts and len(parallel.facts) == 7
+    assert parallel.records == serial.records and len(parallel.records) == (6 if models else 0)
     assert parallel.problems == serial.problems
     assert [(p.path.name, p.field) for p in parallel.problems] == [
         ("copy-3.yaml", "measurements.baseline.coding.decode_tok_s.mean")
