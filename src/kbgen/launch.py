@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from kbgen import redact
 from kbgen.client import Client
@@ -239,7 +239,7 @@ class CommandLauncher:
         return True
 
 
-def launcher_for(server: Server) -> Any:
+def launcher_for(server: Server) -> Launcher:
     """The launcher a spec's server section asks for."""
     if isinstance(server, ProcessServer):
         return ProcessLauncher(server)
