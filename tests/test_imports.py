@@ -13,9 +13,8 @@ from click.testing import CliRunner
 
 from kbgen import imports, kb, record
 from kbgen.cli import cli
-from kbgen.errors import InvalidInput
+from kbgen.errors import InvalidInput, Mismatch
 from kbgen.models import Hypothesis
-from kbgen.record import Mismatch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "imports"
 BASE, NGRAM = FIXTURES / "vllm-bench-baseline.json", FIXTURES / "vllm-bench-ngram.json"

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from kbgen import kb, record, store
 from kbgen.cli import cli
-from kbgen.record import Evidence, Mismatch
+from kbgen.errors import Mismatch
+from kbgen.record import Evidence
 from kbgen.runs import RunFolder
 from kbgen.samples import Sample
 from tests.conftest import PLAN

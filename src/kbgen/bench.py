@@ -50,8 +50,6 @@ class Events(Protocol):
 
     def sample_done(self, sample: Sample) -> None: ...
 
-    def variant_done(self, variant: str, summary: dict[str, Any]) -> None: ...
-
 
 class NoEvents:
     def waiting(self, variant: str, seconds: float) -> None: ...
@@ -59,8 +57,6 @@ class NoEvents:
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
 
     def sample_done(self, sample: Sample) -> None: ...
-
-    def variant_done(self, variant: str, summary: dict[str, Any]) -> None: ...
 
 
 def plan(spec: ExperimentSpec, suite: dict[str, list[str]]) -> list[Key]:
@@ -240,7 +236,6 @@ class _Run:
                 f"{kept} finished samples are kept in {self.folder.path}; server log: "
                 f"{self.folder.log(name)}. Continue with: kbgen bench --resume {self.folder.path}"
             )
-        self.events.variant_done(name, {})
 
     async def warm_up(self, client: Client, name: str, model: str) -> None:
         """At least one unmeasured request per concurrent slot; all failing stops the run."""

@@ -44,6 +44,10 @@ class InvalidInput(KbgenError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class Mismatch(KbgenError):
+    """Variants were measured under different conditions and cannot be compared as they are."""
+
+
 class Conflict(KbgenError):
     """A file changed on disk after kbgen read it; writing would lose someone's edit."""
 

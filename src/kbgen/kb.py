@@ -66,7 +66,7 @@ class KnowledgeBase:
     broken: set[tuple[str, str]] = field(default_factory=set)
 
     def path_of(self, doc: Record | Plan) -> Path:
-        return self.paths[(Facts.of(doc).kind, doc.id)]
+        return self.paths[("plan" if isinstance(doc, Plan) else "record", doc.id)]
 
 
 def kind_of(path: Path) -> type[Record] | type[Plan]:

@@ -77,9 +77,6 @@ class RichEvents:
             status += f"  [red]{self._failed[variant]} failed[/]"
         self.progress.update(self._tasks[variant], advance=1, status=status)
 
-    def variant_done(self, variant: str, summary: dict[str, Any]) -> None:
-        return None
-
 
 def summary_table(summary: dict[str, Any]) -> Table:
     """The run's summary: per variant requests, rate, token cross-check, acceptance."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen import __version__, imports, kb, redact, stats, store, verdict
-from kbgen.errors import InvalidInput, KbgenError, Problem, UsageError
+from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.models import Hypothesis, Outcome, Record, Status
 from kbgen.runs import RunFolder
 from kbgen.samples import Sample
@@ -32,10 +32,6 @@ CONFIDENCE = 0.95
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
 PER_REQUEST = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
 PER_TOKEN = ("itl_ms", "chunk_gap_ms")
-
-
-class Mismatch(KbgenError):
-    """Variants were measured under different conditions and cannot be compared as they are."""
 
 
 @dataclass

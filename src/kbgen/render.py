@@ -27,7 +27,7 @@ import jinja2
 
 from kbgen import charts, store
 from kbgen.kb import KnowledgeBase
-from kbgen.models import METRIC_UNITS, Outcome, Plan, Range, Record, Status
+from kbgen.models import METRIC_UNITS, Plan, Range, Record, Status
 
 RECORDS_DIR = "records"
 PLANS_DIR = "plans"
@@ -149,7 +149,6 @@ def pages(kb: KnowledgeBase, templates: Path | None = None) -> dict[str, str]:
             tasks={ref: resolved_by.get(ref, []) for ref in record.resolves},
             source=_source(kb, record),
             note=GENERATED_NOTE.format(source=_source(kb, record)),
-            outcome=Outcome,
         )
     for plan in kb.plans.values():
         out[f"{PLANS_DIR}/{plan.id}.md"] = env.get_template("plan.md.j2").render(
