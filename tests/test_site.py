@@ -123,10 +123,10 @@ def test_plan_page_shows_ticked_and_open_tasks(browser: object, served: str) -> 
 
 def test_a_chart_is_visible(browser: object, served: str) -> None:
     page = _page(browser, f"{served}/records/2026-11-29-ngram-spec-decode-kimi-k2-5/")
-    chart = page.locator("img[src$='metric.svg']")  # type: ignore[attr-defined]
+    chart = page.locator("figure.kbgen-figure svg.kbgen-chart").first  # type: ignore[attr-defined]
     chart.scroll_into_view_if_needed()
     assert chart.is_visible()
-    assert chart.evaluate("img => img.complete && img.naturalWidth") > 0
+    assert chart.locator("rect").count() >= 4  # bars and legend swatches drawn
     box = chart.bounding_box()
     assert box is not None and box["width"] > 200 and box["height"] > 100
     page.screenshot(path=str(ARTIFACTS / "record-kimi.png"), full_page=True)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgen import kb, store
+from kbgen import files, kb, store
 from kbgen.errors import Conflict, InvalidInput
 from kbgen.models import Record
 from tests.conftest import RECORD
@@ -77,7 +77,7 @@ def test_new_document_never_clobbers(tmp_path: Path) -> None:
     with pytest.raises(Conflict, match="was created since it was read"):
         store.save(doc)
     with pytest.raises(Conflict, match="already exists"):
-        store.write_atomic(path, b"id: mine\n", replace=False)
+        files.write_atomic(path, b"id: mine\n", replace=False)
     assert path.read_text() == "id: theirs\n"
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
@@ -181,4 +181,31 @@ def test_fast_loader_refuses_duplicate_keys_like_the_round_trip_one(tmp_path: Pa
     path = tmp_path / "x.yaml"
     path.write_text("a:\n  b: 1\n  b: 2\n")
     with pytest.raises(InvalidInput, match="duplicate key"):
+        store.load_fast(path)
+
+
+DOCUMENTS = [
+    "a: &x 1\nb: *x\n",  # anchors and aliases
+    "a: !!str 1\nb: !!int '2'\n",  # explicit tags
+    "base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\n",  # a merge key
+    "1: one\n2.5: two\n",  # keys that are not strings
+    "a: [1, [2, {b: c}], {}]\nd: {e: [], f: null}\n",  # nested flow collections
+    "a: |\n  literal\n  block\nb: >\n  folded\n  text\n",
+    "a: ! 12\nb: '12'\nc: \"12\"\n",  # a non-specific tag and quoting keep strings
+    "---\na: 1\n...\n",
+    "a:\n- 1\n- x\n-\n",
+]
+
+
+@pytest.mark.parametrize("text", DOCUMENTS)
+def test_fast_and_round_trip_loaders_agree_on_documents(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    assert store.load_fast(path) == store.plain(store.load_document(path).data)
+
+
+def test_several_documents_are_refused_by_both_loaders(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("a: 1\n---\nb: 2\n")
+    with pytest.raises(InvalidInput):
         store.load_fast(path)

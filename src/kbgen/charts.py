@@ -1,5 +1,8 @@
 """Static SVG charts of a record: pure functions from a record to SVG text, byte-deterministic.
 
+The SVG is inline in the record's page (one file per record to write, not three), so its styles
+are scoped to the `kbgen-chart` class.
+
 - `metric`: the primary metric per prompt class, one bar per variant, with whiskers of the 95%
   interval of the mean (normal approximation: mean ± 1.96·stdev/√n) where n and stdev are known.
 - `acceptance`: the acceptance rate at each draft position, per speculative variant; a figure
@@ -42,10 +45,11 @@ def _bars(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="kbgen-chart" width="{WIDTH}" '
         f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-label="{escape(title)}">',
+        f'style="max-width:100%;height:auto" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
-        "<style>text{font:12px sans-serif;fill:#555}.axis{stroke:#999}.grid{stroke:#ddd}"
-        ".w{stroke:#333;stroke-width:1.5}</style>",
+        # scoped: the chart sits inline in a page and must not restyle the page
+        "<style>.kbgen-chart text{font:12px sans-serif;fill:#555}.kbgen-chart .axis{stroke:#999}"
+        ".kbgen-chart .grid{stroke:#ddd}.kbgen-chart .w{stroke:#333;stroke-width:1.5}</style>",
         f'<text x="{LEFT}" y="18">{escape(title)}</text>',
     ]
     for i in range(5):

@@ -1,7 +1,9 @@
 """The `kbgen` command line: parse, make one library call, print.
 
 Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
-message — one line per problem — and never a traceback.
+message — one line per problem — and never a traceback. Each command imports its stage when it
+runs, so a command pays only for what it uses: `kbgen render` with nothing to do imports no YAML,
+Pydantic or Jinja.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from kbgen import __version__, kb, scaffold, store
+from kbgen import __version__, files
 from kbgen.errors import (
     Conflict,
     InvalidInput,
@@ -21,7 +23,6 @@ from kbgen.errors import (
     StoreError,
     UsageError,
 )
-from kbgen.models import json_schemas
 
 # Checked in order; the first class that matches decides the exit code.
 EXIT_CODES: list[tuple[type[KbgenError], int]] = [
@@ -95,12 +96,14 @@ def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
       kbgen validate                      # everything under records/
       kbgen validate records/2026-11-29-ngram.yaml
     """
+    from kbgen import kb
+
     targets = list(paths) or [root]
     for path in targets:
         if not path.exists():
             raise UsageError(f"{path}: no such file or folder")
-    wanted = store.iter_yaml_files(targets)
-    context = store.iter_yaml_files([root]) if root.is_dir() else []
+    wanted = files.iter_yaml_files(targets)
+    context = files.iter_yaml_files([root]) if root.is_dir() else []
     base = kb.load(sorted({*wanted, *context}), models=False, cache=CACHE if cache else None)
     asked = set(wanted)
     problems = [p for p in base.problems if p.path in asked]
@@ -120,6 +123,8 @@ def list_records(root: Path) -> None:
     Example:
       kbgen list records/
     """
+    from kbgen import kb
+
     base = kb.load([root])
     if base.problems:
         raise InvalidInput(base.problems)
@@ -158,6 +163,7 @@ def schema(out: Path) -> None:
     Example:
       kbgen schema --out docs/schema
     """
+    from kbgen.models import json_schemas
     from kbgen.spec import ExperimentSpec
 
     schemas = {**json_schemas(), "experiment.schema": ExperimentSpec.model_json_schema()}
@@ -167,7 +173,7 @@ def schema(out: Path) -> None:
         if path.exists() and path.read_bytes() == content:
             click.echo(f"unchanged {path}")
             continue
-        store.write_atomic(path, content)
+        files.write_atomic(path, content)
         click.echo(f"wrote {path}")
 
 
@@ -191,6 +197,8 @@ def new(title: str, folder: Path) -> None:
     Example:
       kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
     """
+    from kbgen import scaffold
+
     click.echo(str(scaffold.new_record(title, folder)))
 
 
@@ -384,9 +392,9 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
       kbgen render && mkdocs serve
       kbgen render --check
     """
-    from kbgen import render as render_stage
+    from kbgen import build
 
-    changed = render_stage.render_site(records, docs, templates, check=check)
+    changed = build.render_site(records, docs, templates, check=check)
     if check:
         if changed:
             raise InvalidInput(

@@ -14,13 +14,14 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from kbgen import __version__, store
+from kbgen import __version__, files, store
 from kbgen.errors import InvalidInput, Problem
 from kbgen.models import Plan, Record, json_schemas
 
@@ -64,6 +65,8 @@ class KnowledgeBase:
     # (kind, file stem) of files that failed: references to them are not reported as dangling,
     # since the file's own problems already say what is wrong
     broken: set[tuple[str, str]] = field(default_factory=set)
+    # with `load(each=...)`: what `each` made of every valid file, in place of its model
+    products: dict[Path, Any] = field(default_factory=dict)
 
     def path_of(self, doc: Record | Plan) -> Path:
         return self.paths[("plan" if isinstance(doc, Plan) else "record", doc.id)]
@@ -132,27 +135,37 @@ def load_file(path: Path) -> Record | Plan:
 PARALLEL_FROM = 256  # files to parse before a second process pays for its start-up
 
 
-def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = None) -> KnowledgeBase:
+def load(
+    paths: Iterable[Path],
+    *,
+    models: bool = True,
+    cache: Path | None = None,
+    each: Callable[[Record | Plan, Path], Any] | None = None,
+) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
     Many files are parsed in parallel, one process per core. With a `cache` file, the facts of
     files that are valid and unchanged (same size and modification time) since the last run are
-    taken from it; that needs ``models=False``.
+    taken from it; that needs ``models=False``. With `each` (a picklable function), every valid
+    document is handed to it in the process that parsed it, and what it returns is kept in
+    ``products`` instead of the model: work on each file is then parallel too.
     """
-    if cache is not None and models:
+    if cache is not None and (models or each):
         raise ValueError("a cache only serves loads without models")
     kb = KnowledgeBase()
-    cached = store.FingerprintCache(cache, _cache_key()) if cache else None
-    files = store.iter_yaml_files(paths)
+    cached = files.FingerprintCache(cache, _cache_key()) if cache else None
+    found = files.iter_yaml_files(paths)
     known: dict[Path, Facts] = {}
     fingerprints: dict[Path, list[int]] = {}
     if cached is not None:
-        for path in files:
-            fingerprints[path] = fingerprint = store.FingerprintCache.fingerprint(path)
+        for path in found:
+            fingerprints[path] = fingerprint = files.fingerprint(path)
             if (hit := cached.get(path, fingerprint)) is not None:
                 known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
-    todo = [path for path in files if path not in known]
-    examine = _examine_with_model if models else _examine
+    todo = [path for path in found if path not in known]
+    examine: Callable[[Path], Examined] = _examine_with_model if models else _examine
+    if each is not None:
+        examine = partial(_examine_each, each)
     for path, doc, facts, problems in _map(examine, todo):
         if facts is None:
             kb.problems.extend(problems)
@@ -161,11 +174,13 @@ def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = Non
         known[path] = facts
         if cached is not None:
             cached.put(path, fingerprints[path], [facts.kind, facts.id, facts.refs, facts.tasks])
-        if isinstance(doc, Plan):
+        if each is not None:
+            kb.products[path] = doc
+        elif isinstance(doc, Plan):
             kb.plans[doc.id] = doc
         elif isinstance(doc, Record):
             kb.records[doc.id] = doc
-    for path in files:
+    for path in found:
         if (facts := known.get(path)) is None:
             continue
         key = (facts.kind, facts.id)
@@ -181,7 +196,7 @@ def load(paths: Iterable[Path], *, models: bool = True, cache: Path | None = Non
     return kb
 
 
-Examined = tuple[Path, Record | Plan | None, Facts | None, list[Problem]]
+Examined = tuple[Path, Any, Facts | None, list[Problem]]  # (path, model or product, ...)
 
 
 def _examine_with_model(path: Path) -> Examined:
@@ -196,6 +211,11 @@ def _examine(path: Path) -> Examined:
     """Like `_examine_with_model`, returning only what crosses a process boundary cheaply."""
     path, _, facts, problems = _examine_with_model(path)
     return path, None, facts, problems
+
+
+def _examine_each(each: Callable[[Record | Plan, Path], Any], path: Path) -> Examined:
+    path, doc, facts, problems = _examine_with_model(path)
+    return path, None if doc is None else each(doc, path), facts, problems
 
 
 def _map(func: Callable[[Path], Examined], paths: list[Path]) -> Iterator[Examined]:

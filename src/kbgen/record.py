@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbgen import __version__, imports, kb, redact, stats, store, verdict
+from kbgen import __version__, files, imports, kb, redact, stats, store, verdict
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.models import Hypothesis, Outcome, Record, Status
 from kbgen.runs import RunFolder
@@ -551,7 +551,7 @@ def write(path: Path, data: dict[str, Any], evidence: Evidence | None, title: st
         store.merge(doc.data, updates)
         _validate(path, store.plain(doc.data))
         if samples_path is not None:
-            store.write_atomic(samples_path, content)
+            files.write_atomic(samples_path, content)
         store.save(doc)
         return path
     record = {
@@ -582,7 +582,7 @@ def write(path: Path, data: dict[str, Any], evidence: Evidence | None, title: st
     record = {k: record[k] for k in order if k in record}
     _validate(path, record)
     if samples_path is not None:
-        store.write_atomic(samples_path, content)
+        files.write_atomic(samples_path, content)
     store.save(store.new_document(path, record))
     return path
 

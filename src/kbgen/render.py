@@ -13,19 +13,19 @@ whose scheme is not http(s), mailto or relative.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import html
-import json
-import os
 import re
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from kbgen import charts, store
+from kbgen import charts, files
 from kbgen.kb import KnowledgeBase
 from kbgen.models import METRIC_UNITS, Plan, Range, Record, Status
 
@@ -97,102 +97,156 @@ def _environment(templates: Path | None) -> jinja2.Environment:
 
 
 @dataclass(frozen=True)
+class Card:
+    """What plan pages and indexes show of a record: small, so it crosses processes cheaply."""
+
+    id: str
+    title: str
+    status: Status
+    created: date
+    concluded: date | None
+    tags: tuple[str, ...]
+    outcome: str | None  # the verdict's, when there is one
+    resolves: tuple[str, ...]
+    supersedes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, record: Record) -> Card:
+        return cls(
+            record.id,
+            record.title,
+            record.status,
+            record.created,
+            record.concluded,
+            tuple(record.tags),
+            record.verdict.outcome if record.verdict else None,
+            tuple(record.resolves),
+            tuple(record.supersedes),
+        )
+
+
+@dataclass(frozen=True)
 class TaskState:
     """A plan task as the records say it stands."""
 
     done: bool
-    record: Record | None = None  # the concluded record that resolves it
-    superseded_by: Record | None = None  # when that record's evidence was replaced
+    record: Card | None = None  # the concluded record that resolves it
+    superseded_by: Card | None = None  # when that record's evidence was replaced
 
 
-def task_states(kb: KnowledgeBase, plan: Plan) -> dict[str, TaskState]:
+def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
     """Which tasks of `plan` concluded records resolve, and which of those were superseded."""
-    superseders: dict[str, Record] = {}
-    for record in kb.records.values():
-        for old in record.supersedes:
-            superseders[old] = record
+    cards = sorted(cards, key=lambda c: (c.created, c.id))
+    superseders = {old: card for card in cards for old in card.supersedes}
     states = {task.id: TaskState(False) for task in plan.tasks}
-    for record in sorted(kb.records.values(), key=lambda r: (r.created, r.id)):
-        for ref in record.resolves:
+    for card in cards:
+        for ref in card.resolves:
             plan_id, task_id = ref.split("#", 1)
             if plan_id != plan.id or task_id not in states:
                 continue
-            replaced = superseders.get(record.id)
-            if record.status == Status.SUPERSEDED or replaced is not None:
+            replaced = superseders.get(card.id)
+            if card.status == Status.SUPERSEDED or replaced is not None:
                 if not states[task_id].done:
-                    states[task_id] = TaskState(False, record, replaced or record)
-            elif record.status == Status.CONCLUDED:
-                states[task_id] = TaskState(True, record)
+                    states[task_id] = TaskState(False, card, replaced or card)
+            elif card.status == Status.CONCLUDED:
+                states[task_id] = TaskState(True, card)
     return states
 
 
-def _sorted_records(kb: KnowledgeBase) -> list[Record]:
-    return sorted(kb.records.values(), key=lambda r: (r.created, r.id), reverse=True)
+def task_texts(plans: Iterable[Plan]) -> dict[str, list[str]]:
+    """The text of every task, by its `plan#task` reference."""
+    texts: dict[str, list[str]] = {}
+    for plan in plans:
+        for task in plan.tasks:
+            texts.setdefault(f"{plan.id}#{task.id}", []).append(task.text)
+    return texts
+
+
+def record_pages(
+    env: jinja2.Environment, record: Record, source: str, tasks: dict[str, list[str]]
+) -> dict[str, str]:
+    """A record's page (its charts inline), by path under docs/."""
+    out = {}
+    out[f"{RECORDS_DIR}/{record.id}.md"] = env.get_template("record.md.j2").render(
+        record=record,
+        charts=charts.for_record(record),
+        tasks={ref: tasks.get(ref, []) for ref in record.resolves},
+        source=source,
+        note=GENERATED_NOTE.format(source=source),
+    )
+    return out
+
+
+def site_pages(
+    env: jinja2.Environment, plans: dict[str, Plan], sources: dict[str, str], cards: list[Card]
+) -> dict[str, str]:
+    """The pages that depend on many records: plans, and the records and plans indexes."""
+    ordered = [plans[plan_id] for plan_id in sorted(plans)]
+    states = {plan.id: task_states(cards, plan) for plan in ordered}
+    out = {
+        f"{PLANS_DIR}/{plan.id}.md": env.get_template("plan.md.j2").render(
+            plan=plan,
+            states=states[plan.id],
+            note=GENERATED_NOTE.format(source=sources[plan.id]),
+        )
+        for plan in ordered
+    }
+    out[f"{RECORDS_DIR}/index.md"] = env.get_template("index.md.j2").render(
+        records=sorted(cards, key=lambda c: (c.created, c.id), reverse=True),
+        plans=ordered,
+        note=GENERATED_NOTE.format(source="records/"),
+    )
+    out[f"{PLANS_DIR}/index.md"] = env.get_template("plans.md.j2").render(
+        plans=[(plan, states[plan.id]) for plan in ordered],
+        note=GENERATED_NOTE.format(source="records/plans/"),
+    )
+    return out
 
 
 def pages(kb: KnowledgeBase, templates: Path | None = None) -> dict[str, str]:
     """Every generated file under docs/, by relative path, as text."""
     env = _environment(templates)
+    tasks = task_texts(kb.plans.values())
     out: dict[str, str] = {}
-    resolved_by: dict[str, list[tuple[Plan, str]]] = {}
-    for plan in kb.plans.values():
-        for task in plan.tasks:
-            resolved_by.setdefault(f"{plan.id}#{task.id}", []).append((plan, task.text))
     for record in kb.records.values():
-        chart_files = charts.for_record(record)
-        for name, svg in chart_files.items():
-            out[f"{RECORDS_DIR}/{record.id}.{name}.svg"] = svg
-        out[f"{RECORDS_DIR}/{record.id}.md"] = env.get_template("record.md.j2").render(
-            record=record,
-            kb=kb,
-            charts={name: f"{record.id}.{name}.svg" for name in chart_files},
-            tasks={ref: resolved_by.get(ref, []) for ref in record.resolves},
-            source=_source(kb, record),
-            note=GENERATED_NOTE.format(source=_source(kb, record)),
-        )
-    for plan in kb.plans.values():
-        out[f"{PLANS_DIR}/{plan.id}.md"] = env.get_template("plan.md.j2").render(
-            plan=plan,
-            states=task_states(kb, plan),
-            note=GENERATED_NOTE.format(source=_source(kb, plan)),
-        )
-    out[f"{RECORDS_DIR}/index.md"] = env.get_template("index.md.j2").render(
-        records=_sorted_records(kb),
-        plans=sorted(kb.plans.values(), key=lambda p: p.id),
-        note=GENERATED_NOTE.format(source="records/"),
-    )
-    out[f"{PLANS_DIR}/index.md"] = env.get_template("plans.md.j2").render(
-        plans=[
-            (plan, task_states(kb, plan)) for plan in sorted(kb.plans.values(), key=lambda p: p.id)
-        ],
-        note=GENERATED_NOTE.format(source="records/plans/"),
-    )
+        out.update(record_pages(env, record, source_of(kb.path_of(record)), tasks))
+    sources = {plan.id: source_of(kb.path_of(plan)) for plan in kb.plans.values()}
+    cards = [Card.of(record) for record in kb.records.values()]
+    out.update(site_pages(env, kb.plans, sources, cards))
     return dict(sorted(out.items()))
 
 
-def _source(kb: KnowledgeBase, doc: Record | Plan) -> str:
-    path = kb.path_of(doc)
+def source_of(path: Path) -> str:
     parts = path.parts
     return "/".join(parts[parts.index("records") :]) if "records" in parts else path.name
 
 
-def write(docs: Path, content: dict[str, str]) -> list[Path]:
-    """Write pages whose bytes differ, and remove generated pages no longer produced."""
+def write(docs: Path, content: dict[str, str], produced: Iterable[str] | None = None) -> list[Path]:
+    """Write pages whose bytes differ, and remove generated pages no longer produced.
+
+    `produced` names every page the knowledge base makes (default: those in `content`), so a
+    caller may pass only the pages it knows changed.
+    """
     written = []
     for relative, text in content.items():
-        path = docs / relative
-        data = text.encode()
-        if path.exists() and path.read_bytes() == data:
+        if _unchanged(docs / relative, text):
             continue
-        store.write_atomic(path, data, durable=False)  # regenerated from records anyway
-        written.append(path)
-    for path in stale_outputs(docs, content):
+        files.write_atomic(docs / relative, text.encode(), durable=False)  # regenerated anyway
+        written.append(docs / relative)
+    for path in stale_outputs(docs, set(content if produced is None else produced)):
         path.unlink()
         written.append(path)
     return written
 
 
-def stale_outputs(docs: Path, content: dict[str, str]) -> list[Path]:
+def _unchanged(path: Path, text: str) -> bool:
+    try:
+        return path.read_bytes() == text.encode()
+    except OSError:
+        return False
+
+
+def stale_outputs(docs: Path, content: Container[str]) -> list[Path]:
     """Generated files on disk that the knowledge base no longer produces."""
     found = []
     for folder in (RECORDS_DIR, PLANS_DIR):
@@ -211,83 +265,42 @@ def _is_generated(path: Path) -> bool:
 
 def differences(docs: Path, content: dict[str, str]) -> list[str]:
     """Relative paths whose file is missing, different, or no longer produced."""
-    changed = [
-        relative
-        for relative, text in content.items()
-        if not (docs / relative).exists() or (docs / relative).read_bytes() != text.encode()
+    return changed(docs, content) + [
+        str(p.relative_to(docs)) for p in stale_outputs(docs, content)
     ]
-    return changed + [str(p.relative_to(docs)) for p in stale_outputs(docs, content)]
 
 
-CACHE = Path(".kbgen_cache") / "render.json"
+def changed(docs: Path, content: dict[str, str]) -> list[str]:
+    return [relative for relative, text in content.items() if not _unchanged(docs / relative, text)]
 
 
-def _inputs_key(records: Path, templates: Path | None) -> str:
-    """Changes whenever a record, a plan, a template or kbgen itself does (size, mtime, inode)."""
-    from kbgen import __version__
+@dataclass(frozen=True)
+class Job:
+    """What rendering a record's pages needs besides the record, in whichever process parsed it."""
 
-    digest = hashlib.sha256(__version__.encode())
-    package = Path(str(resources.files("kbgen")))
-    sources = [
-        *store.iter_yaml_files([records]),
-        *sorted((package / "templates").glob("*.j2")),
-        *sorted(package.glob("*.py")),
-    ]
-    if templates is not None:
-        sources += sorted(templates.glob("*.j2"))
-    for path in sources:
-        digest.update(f"{path}:{store.FingerprintCache.fingerprint(path)}\n".encode())
-    return digest.hexdigest()
+    docs: Path
+    templates: Path | None
+    tasks: dict[str, list[str]]
+    check: bool  # compare only, write nothing
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+@functools.cache
+def cached_environment(templates: Path | None) -> jinja2.Environment:
+    return _environment(templates)
 
 
-def _outputs_unchanged(docs: Path, outputs: dict[str, list[int]]) -> bool:
-    # os.stat on strings, not Path objects: this runs over every generated file on a no-op
-    folder = str(docs)
-    try:
-        for rel, fingerprint in outputs.items():
-            stat = os.stat(os.path.join(folder, rel))
-            if [stat.st_size, stat.st_mtime_ns, stat.st_ino] != fingerprint:
-                return False
-    except OSError:
-        return False
-    return bool(outputs)
+def rendered(job: Job, doc: Record | Plan, path: Path) -> Plan | tuple[Card, list[str], list[str]]:
+    """For `kb.load(each=)`: a record's card, the pages it makes, and those that were stale.
 
-
-def render_site(
-    records: Path,
-    docs: Path,
-    templates: Path | None = None,
-    check: bool = False,
-    cache: Path | None = CACHE,
-) -> list[str]:
-    """Render the knowledge base under `records` into `docs`; with `check`, only compare.
-
-    When neither the inputs nor the pages written last time changed (by size, mtime and inode,
-    remembered in `cache`), nothing is parsed or rendered at all.
+    Stale pages are written here, in the process that parsed the record, unless `job.check`.
+    A page is complete or absent, never torn, so a load that fails on another file leaves only
+    up-to-date pages behind; the indexes are not touched until every file is valid.
     """
-    from kbgen import kb as kb_stage
-    from kbgen.errors import InvalidInput
-
-    key = _inputs_key(records, templates) + str(docs.absolute())
-    last = _read_json(cache) if cache is not None else {}
-    if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
-        return []
-    base = kb_stage.load([records])
-    if base.problems:
-        raise InvalidInput(base.problems)
-    content = pages(base, templates)
-    if check:
-        return differences(docs, content)
-    written = [str(p.relative_to(docs)) for p in write(docs, content)]
-    if cache is not None:
-        outputs = {rel: store.FingerprintCache.fingerprint(docs / rel) for rel in content}
-        store.write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
-    return written
+    if isinstance(doc, Plan):
+        return doc
+    made = record_pages(cached_environment(job.templates), doc, source_of(path), job.tasks)
+    stale = [rel for rel, text in made.items() if not _unchanged(job.docs / rel, text)]
+    if not job.check:
+        for rel in stale:
+            files.write_atomic(job.docs / rel, made[rel].encode(), durable=False)
+    return Card.of(doc), list(made), stale

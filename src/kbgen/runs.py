@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from kbgen import store
+from kbgen import files
 from kbgen.errors import InvalidInput, Problem, UsageError
 from kbgen.samples import Sample
 
@@ -42,7 +42,7 @@ class RunFolder:
         (path / "metrics").mkdir(parents=True)
         (path / "logs").mkdir()
         folder = cls(path)
-        store.write_atomic(path / "spec.yaml", spec_text.encode())
+        files.write_atomic(path / "spec.yaml", spec_text.encode())
         folder.write_meta(meta)
         return folder
 
@@ -70,7 +70,7 @@ class RunFolder:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         text = json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n"
-        store.write_atomic(self.path / "run.json", text.encode())
+        files.write_atomic(self.path / "run.json", text.encode())
 
     def update_meta(self, **changes: Any) -> dict[str, Any]:
         meta = self.meta()
@@ -110,9 +110,9 @@ class RunFolder:
 
     def write_metrics(self, name: str, text: str) -> Path:
         path = self.path / "metrics" / f"{name}.prom"
-        store.write_atomic(path, text.encode())
+        files.write_atomic(path, text.encode())
         return path
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         text = json.dumps(summary, indent=2) + "\n"
-        store.write_atomic(self.path / "summary.json", text.encode())
+        files.write_atomic(self.path / "summary.json", text.encode())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kbgen import store
+from kbgen import files, store
 from kbgen.errors import UsageError
 from kbgen.models import Record
 
@@ -68,5 +68,5 @@ def new_record(title: str, folder: Path, today: dt.date | None = None) -> Path:
     if (folder / f"{record_id}.yaml").exists():
         record_id = f"{record_id}-{secrets.token_hex(2)}"
     path = folder / f"{record_id}.yaml"
-    store.write_atomic(path, new_record_text(title, record_id, created).encode(), replace=False)
+    files.write_atomic(path, new_record_text(title, record_id, created).encode(), replace=False)
     return path

@@ -1,0 +1,119 @@
+"""`kbgen render` end to end: skip when nothing changed, else load, render and write in parallel.
+
+The no-op check comes first and is stats only: when neither the inputs (records, plans,
+templates, kbgen itself) nor the pages written last time changed — by size, mtime and inode,
+remembered in `.kbgen_cache/render.json` — nothing is parsed or rendered. This module imports
+no YAML, Pydantic or Jinja until that check fails: on a large knowledge base, those imports
+would otherwise be most of a no-op's time.
+
+Otherwise each record's page is rendered, compared and written in the process that parsed it
+(`kb.load(each=)`), and the pages over many records — plans and indexes — are made here from
+small cards.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kbgen import __version__
+from kbgen.files import fingerprint, iter_yaml_files, write_atomic
+
+CACHE = Path(".kbgen_cache") / "render.json"
+
+
+def render_site(
+    records: Path,
+    docs: Path,
+    templates: Path | None = None,
+    check: bool = False,
+    cache: Path | None = CACHE,
+) -> list[str]:
+    """Render the knowledge base under `records` into `docs`; with `check`, only compare.
+
+    Returns the pages written or removed (with `check`: those that are stale), relative to docs.
+    """
+    files = iter_yaml_files([records])
+    key = _inputs_key(files, templates) + str(docs.absolute())
+    last = _read_json(cache) if cache is not None else {}
+    if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
+        return []
+
+    from kbgen import kb, render
+    from kbgen.errors import InvalidInput
+    from kbgen.models import Plan
+
+    # record pages need the plans' task texts: read those few files first
+    plans: list[Plan] = []
+    for path in files:
+        if kb.kind_of(path) is Plan:
+            try:
+                plans.append(kb.load_model(path, Plan))
+            except InvalidInput:
+                continue  # reported by the full load below
+    job = render.Job(docs, templates, render.task_texts(plans), check)
+    base = kb.load([records], each=functools.partial(render.rendered, job))
+    if base.problems:
+        raise InvalidInput(base.problems)
+    cards, produced, stale = [], [], []
+    plan_models, sources = {}, {}
+    for path, product in base.products.items():
+        if isinstance(product, Plan):
+            plan_models[product.id], sources[product.id] = product, render.source_of(path)
+        else:
+            cards.append(product[0])
+            produced += product[1]
+            stale += product[2]
+    site = render.site_pages(render.cached_environment(templates), plan_models, sources, cards)
+    produced += site
+    if check:
+        removed = render.stale_outputs(docs, set(produced))
+        changed = render.changed(docs, site)
+        return sorted(stale + changed) + [str(p.relative_to(docs)) for p in removed]
+    written = stale + [str(p.relative_to(docs)) for p in render.write(docs, site, produced)]
+    if cache is not None:
+        outputs = {rel: fingerprint(docs / rel) for rel in sorted(produced)}
+        write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
+    return written
+
+
+def _inputs_key(files: list[Path], templates: Path | None) -> str:
+    """Changes whenever a record, a plan, a template or kbgen itself does (size, mtime, inode)."""
+    digest = hashlib.sha256(__version__.encode())
+    package = Path(str(resources.files("kbgen")))
+    sources = [
+        *files,
+        *sorted((package / "templates").glob("*.j2")),
+        *sorted(package.glob("*.py")),
+    ]
+    if templates is not None:
+        sources += sorted(templates.glob("*.j2"))
+    for path in sources:
+        digest.update(f"{path}:{fingerprint(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _outputs_unchanged(docs: Path, outputs: dict[str, list[int]]) -> bool:
+    # os.stat on strings, not Path objects: this runs over every generated file on a no-op
+    folder = str(docs)
+    try:
+        for rel, known in outputs.items():
+            stat = os.stat(os.path.join(folder, rel))
+            if [stat.st_size, stat.st_mtime_ns, stat.st_ino] != known:
+                return False
+    except OSError:
+        return False
+    return bool(outputs)

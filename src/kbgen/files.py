@@ -1,0 +1,127 @@
+"""The file-system edge: atomic writes, finding the knowledge base's files, stat fingerprints.
+
+No parsing here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
+alone. Writes are atomic — a temporary file beside the target, fsync, rename — so a crash leaves
+the old file or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kbgen.errors import Conflict, StoreError
+
+
+def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: bool = True) -> None:
+    """Put `content` at `path` so that readers see the old bytes or the new, never a mix.
+
+    With `replace=False` the file must not exist yet; a concurrent creator wins and this raises
+    Conflict (the new name is linked, not renamed, so it cannot clobber). `durable=False` skips
+    the fsyncs — still atomic for readers, but a power cut may lose the write: for files that
+    are regenerated anyway (rendered pages), where fsync would cost most of the time.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a record is as readable as any file
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
+            out.flush()
+            if durable:
+                os.fsync(out.fileno())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError as exc:
+                raise Conflict(f"{path}: already exists; not overwriting") from exc
+            tmp.unlink()
+        if durable:
+            _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FingerprintCache:
+    """Values remembered per file, trusted while the file keeps its size and mtime.
+
+    One JSON file, written atomically; `key` names the rules the values were computed under,
+    and a cache written under other rules is ignored. A missing or unreadable cache is empty.
+    """
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path, self.key, self.changed = path, key, False
+        self.entries: dict[str, list[Any]] = {}
+        try:
+            content = json.loads(path.read_bytes())
+            if content.get("key") == key:
+                self.entries = content["entries"]
+        except (OSError, ValueError, AttributeError, KeyError):
+            pass
+
+    def get(self, path: Path, fingerprint: list[int]) -> Any | None:
+        entry = self.entries.get(str(path.absolute()))
+        return entry[1] if entry is not None and entry[0] == fingerprint else None
+
+    def put(self, path: Path, fingerprint: list[int], value: Any) -> None:
+        self.entries[str(path.absolute())] = [fingerprint, value]
+        self.changed = True
+
+    def save(self) -> None:
+        if self.changed:
+            body = json.dumps({"key": self.key, "entries": self.entries}, separators=(",", ":"))
+            write_atomic(self.path, body.encode())
+            self.changed = False
+
+
+def fingerprint(path: Path) -> list[int]:
+    """Size, mtime and inode: take it *before* reading the file, so a write racing the read
+    leaves a fingerprint that no longer matches."""
+    stat = os.stat(path)
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+def iter_yaml_files(paths: Iterable[Path]) -> list[Path]:
+    """Every `.yaml`/`.yml` file named or below the named folders, sorted.
+
+    Hidden files and folders (a leftover `.x.yaml.tmp`, `.git`) are skipped below a folder.
+    """
+    found: set[str] = set()
+    for path in paths:
+        if not path.is_dir():
+            found.add(str(path))
+            continue
+        for folder, subfolders, names in os.walk(path):
+            subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+            found.update(
+                os.path.join(folder, name)
+                for name in names
+                if name.endswith((".yaml", ".yml")) and not name.startswith(".")
+            )
+    return [Path(name) for name in sorted(found)]  # strings sort far faster than paths
