@@ -265,9 +265,7 @@ def _is_generated(path: Path) -> bool:
 
 def differences(docs: Path, content: dict[str, str]) -> list[str]:
     """Relative paths whose file is missing, different, or no longer produced."""
-    return changed(docs, content) + [
-        str(p.relative_to(docs)) for p in stale_outputs(docs, content)
-    ]
+    return changed(docs, content) + [str(p.relative_to(docs)) for p in stale_outputs(docs, content)]
 
 
 def changed(docs: Path, content: dict[str, str]) -> list[str]:
