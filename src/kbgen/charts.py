@@ -132,12 +132,8 @@ def metric(record: Record) -> str | None:
             if summary is None:
                 row.append(None)
                 continue
-            half = (
-                1.96 * summary.stdev / math.sqrt(summary.n)
-                if summary.stdev is not None and summary.n
-                else 0.0
-            )
-            row.append((summary.mean, summary.mean - half, summary.mean + half))
+            low, high = summary.interval() or (summary.mean, summary.mean)
+            row.append((summary.mean, low, high))
         series.append((variant, row))
     if not any(v for _, row in series for v in row):
         return None

@@ -359,26 +359,31 @@ def record(
     click.echo(str(path))
 
 
-@cli.command()
-@click.option(
+KB_OPTION = click.option(
     "--records",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     default=DEFAULT_RECORDS,
     show_default=True,
-    help="The knowledge base to render.",
+    help="The knowledge base's folder.",
 )
-@click.option(
+DOCS_OPTION = click.option(
     "--docs",
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("docs"),
     show_default=True,
     help="The MkDocs docs folder; pages go to docs/records/ and docs/plans/.",
 )
-@click.option(
+TEMPLATES_OPTION = click.option(
     "--templates",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A folder of templates that override kbgen's (record.md.j2, plan.md.j2, index.md.j2).",
 )
+
+
+@cli.command()
+@KB_OPTION
+@DOCS_OPTION
+@TEMPLATES_OPTION
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if docs/ is not current.")
 def render(records: Path, docs: Path, templates: Path | None, check: bool) -> None:
     """Render records and plans into Markdown pages and SVG charts for the site.
@@ -403,6 +408,84 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
         click.echo(f"ok: {docs} is current")
         return
     click.echo(f"{len(changed)} file(s) written" if changed else "nothing changed")
+
+
+@cli.command(name="diff")
+@click.argument("base", required=False)
+@click.argument("head", required=False)
+@KB_OPTION
+@click.option(
+    "--all", "all_rows", is_flag=True, help="Show every metric row, not only changed ones."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+    help="Markdown for a pull-request comment, or JSON for machines.",
+)
+@TEMPLATES_OPTION
+def diff_command(
+    base: str | None,
+    head: str | None,
+    records: Path,
+    all_rows: bool,
+    fmt: str,
+    templates: Path | None,
+) -> None:
+    """What changed in the evidence between two git revisions, as a PR comment.
+
+    BASE defaults to where this branch forked from the main branch (origin/HEAD, main or
+    master), HEAD to the working tree. Shows new, changed and removed records, status and
+    verdict changes, metric deltas with their 95% intervals (changed rows only, unless --all),
+    plan tasks newly ticked or unticked, and warnings.
+
+    \b
+    Example:
+      kbgen diff                          # this branch's change, uncommitted work included
+      kbgen diff main HEAD --format json
+    """
+    from kbgen import diff, render, review
+
+    difference = review.difference(records, base, head, all_rows)
+    if fmt == "json":
+        click.echo(json.dumps(diff.to_json(difference), indent=2, ensure_ascii=False))
+    else:
+        click.echo(render.diff_markdown(difference, templates), nl=False)
+
+
+@cli.command(name="check")
+@KB_OPTION
+@DOCS_OPTION
+@TEMPLATES_OPTION
+@click.option(
+    "--main",
+    "main_branch",
+    help="The branch new record ids must not collide with (default: origin/HEAD, main or master).",
+)
+def check_command(
+    records: Path, docs: Path, templates: Path | None, main_branch: str | None
+) -> None:
+    """Everything a reviewer's CI should refuse, one line per problem.
+
+    Validates every record and plan, checks that docs/ is what `kbgen render` would write,
+    and lints: record ids this branch adds that the main branch added too, Markdown links to
+    pages that do not exist, measured records without their samples file, and numbers edited
+    by hand so they no longer follow from the samples.
+
+    \b
+    Example:
+      kbgen check && kbgen diff > comment.md
+    """
+    from kbgen import review
+
+    report = review.check(records, docs, templates, main_branch)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    if report.problems:
+        raise InvalidInput(report.problems)
+    click.echo("ok: records valid, docs current, no lint problems")
 
 
 def main() -> None:

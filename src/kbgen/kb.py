@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from datetime import date
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from kbgen import __version__, files, store
 from kbgen.errors import InvalidInput, Problem
-from kbgen.models import Plan, Record, json_schemas
+from kbgen.models import Plan, Record, Status, json_schemas
 
 PLANS_FOLDER = "plans"
 M = TypeVar("M", bound=BaseModel)
@@ -259,3 +260,60 @@ def _reference_problems(kb: KnowledgeBase) -> list[Problem]:
             elif ref not in records and ("record", ref) not in kb.broken:
                 problems.append(_located(path, [section, i], f"no record {ref!r}"))
     return problems
+
+
+@dataclass(frozen=True)
+class Card:
+    """What plan pages and indexes show of a record: small, so it crosses processes cheaply."""
+
+    id: str
+    title: str
+    status: Status
+    created: date
+    concluded: date | None
+    tags: tuple[str, ...]
+    outcome: str | None  # the verdict's, when there is one
+    resolves: tuple[str, ...]
+    supersedes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, record: Record) -> Card:
+        return cls(
+            record.id,
+            record.title,
+            record.status,
+            record.created,
+            record.concluded,
+            tuple(record.tags),
+            record.verdict.outcome if record.verdict else None,
+            tuple(record.resolves),
+            tuple(record.supersedes),
+        )
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """A plan task as the records say it stands."""
+
+    done: bool
+    record: Card | None = None  # the concluded record that resolves it
+    superseded_by: Card | None = None  # when that record's evidence was replaced
+
+
+def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
+    """Which tasks of `plan` concluded records resolve, and which of those were superseded."""
+    cards = sorted(cards, key=lambda c: (c.created, c.id))
+    superseders = {old: card for card in cards for old in card.supersedes}
+    states = {task.id: TaskState(False) for task in plan.tasks}
+    for card in cards:
+        for ref in card.resolves:
+            plan_id, task_id = ref.split("#", 1)
+            if plan_id != plan.id or task_id not in states:
+                continue
+            replaced = superseders.get(card.id)
+            if card.status == Status.SUPERSEDED or replaced is not None:
+                if not states[task_id].done:
+                    states[task_id] = TaskState(False, card, replaced or card)
+            elif card.status == Status.CONCLUDED:
+                states[task_id] = TaskState(True, card)
+    return states

@@ -9,6 +9,7 @@ are normalised in validators rather than at call sites.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -308,6 +309,13 @@ class Summary(Model):
     p90: float | None = Field(default=None, description="90th percentile.")
     p99: float | None = Field(default=None, description="99th percentile.")
     stdev: float | None = Field(default=None, ge=0, description="Sample standard deviation.")
+
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the mean (normal approximation: mean ± 1.96·stdev/√n), if known."""
+        if self.stdev is None or not self.n:
+            return None
+        half = 1.96 * self.stdev / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
 
 
 # variant -> prompt class -> metric -> summary

@@ -18,7 +18,6 @@ import html
 import re
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
-from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from typing import Any
 import jinja2
 
 from kbgen import charts, files
-from kbgen.kb import KnowledgeBase
-from kbgen.models import METRIC_UNITS, Plan, Range, Record, Status
+from kbgen.diff import COMMENT_MARKER, Difference
+from kbgen.kb import Card, KnowledgeBase, task_states
+from kbgen.models import METRIC_UNITS, Plan, Range, Record
 
 RECORDS_DIR = "records"
 PLANS_DIR = "plans"
@@ -77,6 +77,15 @@ def figure(value: Any) -> str:
     return number(value)
 
 
+def estimate(value: Any) -> str:
+    """A mean with its 95% interval, `62.6 [61.7 … 63.5]`; `–` when absent."""
+    if value is None:
+        return "–"
+    if value.low is None or value.high is None:
+        return number(value.mean)
+    return f"{number(value.mean)} [{number(value.low)} … {number(value.high)}]"
+
+
 def _environment(templates: Path | None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
@@ -91,66 +100,16 @@ def _environment(templates: Path | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(markdown=markdown, cell=cell, number=number, percent=percent, figure=figure)
+    env.filters.update(
+        markdown=markdown,
+        cell=cell,
+        number=number,
+        percent=percent,
+        figure=figure,
+        estimate=estimate,
+    )
     env.globals.update(units=METRIC_UNITS, Markdown=Markdown)
     return env
-
-
-@dataclass(frozen=True)
-class Card:
-    """What plan pages and indexes show of a record: small, so it crosses processes cheaply."""
-
-    id: str
-    title: str
-    status: Status
-    created: date
-    concluded: date | None
-    tags: tuple[str, ...]
-    outcome: str | None  # the verdict's, when there is one
-    resolves: tuple[str, ...]
-    supersedes: tuple[str, ...]
-
-    @classmethod
-    def of(cls, record: Record) -> Card:
-        return cls(
-            record.id,
-            record.title,
-            record.status,
-            record.created,
-            record.concluded,
-            tuple(record.tags),
-            record.verdict.outcome if record.verdict else None,
-            tuple(record.resolves),
-            tuple(record.supersedes),
-        )
-
-
-@dataclass(frozen=True)
-class TaskState:
-    """A plan task as the records say it stands."""
-
-    done: bool
-    record: Card | None = None  # the concluded record that resolves it
-    superseded_by: Card | None = None  # when that record's evidence was replaced
-
-
-def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
-    """Which tasks of `plan` concluded records resolve, and which of those were superseded."""
-    cards = sorted(cards, key=lambda c: (c.created, c.id))
-    superseders = {old: card for card in cards for old in card.supersedes}
-    states = {task.id: TaskState(False) for task in plan.tasks}
-    for card in cards:
-        for ref in card.resolves:
-            plan_id, task_id = ref.split("#", 1)
-            if plan_id != plan.id or task_id not in states:
-                continue
-            replaced = superseders.get(card.id)
-            if card.status == Status.SUPERSEDED or replaced is not None:
-                if not states[task_id].done:
-                    states[task_id] = TaskState(False, card, replaced or card)
-            elif card.status == Status.CONCLUDED:
-                states[task_id] = TaskState(True, card)
-    return states
 
 
 def task_texts(plans: Iterable[Plan]) -> dict[str, list[str]]:
@@ -302,3 +261,9 @@ def rendered(job: Job, doc: Record | Plan, path: Path) -> Plan | tuple[Card, lis
         for rel in stale:
             files.write_atomic(job.docs / rel, made[rel].encode(), durable=False)
     return Card.of(doc), list(made), stale
+
+
+def diff_markdown(difference: Difference, templates: Path | None = None) -> str:
+    """`kbgen diff` as a pull-request comment; its first line marks it for in-place updates."""
+    template = cached_environment(templates).get_template("diff.md.j2")
+    return template.render(d=difference, marker=COMMENT_MARKER).rstrip() + "\n"

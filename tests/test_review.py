@@ -1,0 +1,326 @@
+"""`kbgen diff` and `kbgen check` on a real git repository with a history of evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbgen import record, review, store
+from kbgen.cli import cli
+from tests.conftest import PLAN, RECORD
+from tests.test_record import make_run
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "kbgen test",
+    "GIT_AUTHOR_EMAIL": "test@example.org",
+    "GIT_COMMITTER_NAME": "kbgen test",
+    "GIT_COMMITTER_EMAIL": "test@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "--short", "HEAD")
+
+
+DRAFT = (
+    RECORD.replace("id: ngram-test", "id: draft-test")
+    .replace("title: n-gram vs baseline", "title: draft model vs baseline")
+    .replace("next-steps#test-ngram", "next-steps#train-draft")
+)
+FLIPPED = (
+    RECORD.replace("decode_tok_s: {n: 10, mean: 46.4}", "decode_tok_s: {n: 10, mean: 70.1}")
+    .replace("outcome: refuted\n  variant", "outcome: supported\n  variant")
+    .replace(
+        "coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}",
+        "coding: {outcome: supported, effect: 0.12, ci_low: 0.08, ci_high: 0.16}",
+    )
+)
+RERUN = (
+    RECORD.replace("id: ngram-test", "id: ngram-rerun")
+    .replace("title: n-gram vs baseline", "title: n-gram re-run on vLLM 0.33")
+    .replace("version: 0.32.0", "version: 0.33.0")
+    .replace("resolves:\n  - next-steps#test-ngram\n", "supersedes: [ngram-test]\n")
+)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository whose records/ went through five commits of evidence."""
+    repo = tmp_path / "repo"
+    records = repo / "records"
+    (records / "plans").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    (records / "ngram-test.yaml").write_text(RECORD)
+    commits = {"start": commit(repo, "plan and a first record")}
+    (records / "draft-test.yaml").write_text(DRAFT)
+    commits["added"] = commit(repo, "a record added")
+    (records / "ngram-test.yaml").write_text(FLIPPED)
+    commits["flipped"] = commit(repo, "new evidence flips a verdict")
+    (records / "ngram-rerun.yaml").write_text(RERUN)
+    commits["superseded"] = commit(repo, "a re-run supersedes the first record")
+    (records / "draft-test.yaml").unlink()
+    commits["deleted"] = commit(repo, "a record deleted")
+    return records, commits
+
+
+def diff(records: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["diff", *args, "--records", str(records)])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_a_record_added(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["start"], c["added"])
+    assert out.startswith(f"<!-- kbgen-diff -->\n## kbgen diff: `{c['start']}` → `{c['added']}`\n")
+    assert "**1 new · 0 changed · 0 removed** record(s) · 1 task(s) ticked · 0 unticked" in out
+    assert (
+        "#### draft model vs baseline (`draft-test`)\n\nStatus `concluded`, verdict **refuted**."
+        in out
+    )
+    assert (
+        "- [x] `next-steps#train-draft` Train a draft model — newly ticked by `draft-test` "
+        "(**refuted**)" in out
+    )
+    assert "| coding | **refuted** | -26.0% | -30.0% … -20.0% |" in out  # the new evidence's effect
+    # a new record shows its measurements: baseline with its interval, nothing to compare with
+    assert "| baseline | coding | `decode_tok_s` (tok/s) | 62.6 [61.7 … 63.5] | 10 |" in out
+
+
+def test_a_verdict_flipped_by_new_evidence(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["added"], c["flipped"])
+    assert "**0 new · 1 changed · 0 removed**" in out
+    assert "Verdict **refuted** → **supported**. Changed: `measurements`, `verdict`." in out
+    assert "| coding | refuted → **supported** | -26.0% → +12.0% | +8.0% … +16.0% |" in out
+    assert "| ngram | coding | `decode_tok_s` (tok/s) | 46.4 | 70.1 | +51.1% |" in out
+    assert "| baseline |" not in out  # unchanged rows are left out by default
+    everything = diff(records, c["added"], c["flipped"], "--all")
+    assert (
+        "| baseline | coding | `decode_tok_s` (tok/s) | 62.6 [61.7 … 63.5] | 62.6 [61.7 … 63.5] "
+        "| +0.0% |" in everything
+    )
+
+
+def test_a_task_unticked_by_supersession(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["flipped"], c["superseded"])
+    assert (
+        "- [ ] `next-steps#test-ngram` Test n-gram speculative decoding — unticked: evidence "
+        "`ngram-test` superseded by `ngram-rerun`"
+    ) in out
+    assert "### ⚠️ Warnings" in out
+    assert (
+        "`ngram-rerun` supersedes `ngram-test`, which had a different engine version "
+        "(0.32.0 vs 0.33.0)"
+    ) in out
+    assert (
+        "`next-steps#test-ngram` is resolved only by `ngram-test`, whose evidence was superseded "
+        "by `ngram-rerun`" in out
+    )
+
+
+def test_a_record_deleted(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["superseded"], c["deleted"])
+    assert (
+        "### Removed records\n\n- draft model vs baseline (`draft-test`), was `concluded` with "
+        "verdict **refuted**" in out
+    )
+    assert (
+        "- [ ] `next-steps#train-draft` Train a draft model — unticked: `draft-test` no longer "
+        "resolves it" in out
+    )
+
+
+def test_json_for_machines(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    data = json.loads(diff(records, c["start"], c["deleted"], "--format", "json"))
+    assert data["format"] == "kbgen-diff/1"
+    assert (data["base"], data["head"]) == (c["start"], c["deleted"])
+    changes = {r["id"]: r for r in data["records"]}
+    assert set(changes) == {"ngram-test", "ngram-rerun"}  # draft-test came and went
+    assert changes["ngram-test"]["outcome"] == ["refuted", "supported"]
+    assert changes["ngram-rerun"]["change"] == "added"
+    [row] = changes["ngram-test"]["metrics"]
+    assert row["base"]["mean"] == 46.4 and row["head"]["mean"] == 70.1
+    assert [(t["task"], t["ticked"]) for t in data["tasks"]] == [("test-ngram", False)]
+    assert len(data["warnings"]) == 2
+
+
+def test_default_is_this_branch_against_where_it_forked(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    repo = records.parent
+    git(repo, "checkout", "-q", "-b", "feature", c["flipped"])
+    (records / "ngram-test.yaml").write_text(
+        RECORD.replace("title: n-gram vs baseline", "title: renamed")
+    )
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "feature")  # main moved on (superseded, deleted); we did not
+    out = diff(records)
+    assert f"## kbgen diff: `{c['flipped']}` → `working tree`" in out
+    assert "#### renamed (`ngram-test`)" in out  # the uncommitted edit is in
+    assert "ngram-rerun" not in out  # main's later commits are not this branch's change
+
+
+def test_nothing_changed(history: tuple[Path, dict[str, str]]) -> None:
+    records, _ = history
+    assert diff(records, "HEAD").endswith("No record or plan task changed.\n")
+
+
+def test_markup_from_a_record_is_inert_in_the_comment(history: tuple[Path, dict[str, str]]) -> None:
+    records, _ = history
+    path = records / "ngram-rerun.yaml"
+    path.write_text(
+        path.read_text().replace(
+            "title: n-gram re-run on vLLM 0.33", "title: <img src=x onerror=alert(1)>"
+        )
+    )
+    out = diff(records)
+    assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;" in out
+
+
+def test_bad_revisions_and_folders_are_usage_errors(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    records, _ = history
+    bad = CliRunner().invoke(cli, ["diff", "no-such-rev", "--records", str(records)])
+    assert bad.exit_code == 2 and bad.stderr == "error: unknown git revision 'no-such-rev'\n"
+    outside = tmp_path / "elsewhere" / "records"
+    outside.mkdir(parents=True)
+    lost = CliRunner().invoke(cli, ["diff", "--records", str(outside)])
+    assert lost.exit_code == 2 and "not inside a git repository" in lost.stderr
+
+
+# --- kbgen check ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean(tmp_path: Path) -> Path:
+    """A repository whose knowledge base passes `kbgen check`: a measured record with samples."""
+    repo = tmp_path / "clean"
+    records = repo / "records"
+    (records / "plans").mkdir(parents=True)
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    git(repo, "init", "-q", "-b", "main")
+    record.record_run(make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records)
+    assert check(records).exit_code == 0, check(records).output
+    commit(repo, "a measured record")
+    return records
+
+
+def check(records: Path) -> object:
+    docs = records.parent / "docs"
+    if not docs.exists():
+        CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
+    return CliRunner().invoke(cli, ["check", "--records", str(records), "--docs", str(docs)])
+
+
+def _the_record(records: Path) -> Path:
+    return next(records.glob("*.yaml"))
+
+
+def _invalid(records: Path) -> str:
+    path = _the_record(records)
+    path.write_text(path.read_text().replace("status: concluded", "status: finished"))
+    return rf"{path.name}:\d+: status: "
+
+
+def _stale_docs(records: Path) -> str:
+    page = records.parent / "docs" / "records" / f"{_the_record(records).stem}.md"
+    page.write_text("hand edit\n")
+    return rf"{page.name}: stale: run `kbgen render`"
+
+
+def _id_collision(records: Path) -> str:
+    repo = records.parent
+    shared = RECORD.replace("id: ngram-test", "id: shared-id").replace(
+        "source: measured", "source: reported"
+    )
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "checkout", "-q", "main")
+    (records / "shared-id.yaml").write_text(shared.replace("n-gram vs baseline", "main's"))
+    commit(repo, "main adds shared-id")
+    git(repo, "checkout", "-q", "feature")
+    (records / "shared-id.yaml").write_text(shared)  # this branch's, not yet committed
+    render_docs(records)
+    return r"shared-id\.yaml:\d+: id: main also added a record 'shared-id' since this branch forked"
+
+
+def _dangling_link(records: Path) -> str:
+    path = _the_record(records)
+    doc = store.load_document(path)
+    doc.data["context"] = "See [the old run](2026-01-01-no-such-record.md) for why."
+    store.save(doc)
+    render_docs(records)
+    return rf"{path.name}:\d+: context: links to '2026-01-01-no-such-record', which is no record"
+
+
+def _missing_samples(records: Path) -> str:
+    samples = next(records.glob("*.samples.jsonl.gz"))
+    samples.unlink()
+    return rf"{_the_record(records).name}:\d+: raw_samples\.path: {samples.name} is missing"
+
+
+def _hand_edited(records: Path) -> str:
+    path = _the_record(records)
+    doc = store.load_document(path)
+    doc.data["measurements"]["ngram"]["coding"]["decode_tok_s"]["mean"] = 99.0
+    store.save(doc)
+    render_docs(records)
+    field = r"measurements\.ngram\.coding\.decode_tok_s\.mean"
+    return rf"{path.name}:\d+: {field}: is 99\.0, but its samples give"
+
+
+def render_docs(records: Path) -> None:
+    docs = records.parent / "docs"
+    CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [_invalid, _stale_docs, _id_collision, _dangling_link, _missing_samples, _hand_edited],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> None:
+    pattern = mistake(clean)  # type: ignore[operator]
+    result = check(clean)
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    lines = result.stderr.splitlines()  # type: ignore[attr-defined]
+    assert any(re.search(pattern, line) for line in lines), lines
+
+
+def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(clean.parent, copy, ignore=shutil.ignore_patterns(".git"))
+    result = check(copy / "records")
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    assert "note: id collisions not checked" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_review_difference_is_a_library_call(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    result = review.difference(records, c["start"], c["added"])
+    assert [r.id for r in result.records] == ["draft-test"]
