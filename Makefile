@@ -23,8 +23,10 @@ site: $(STAMP)
 	$(BIN)/kbgen render
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## make test: lint, type-check and the whole test suite, integration tests on a real vLLM included
+## make test: lint, type-check, `kbgen check` of the example knowledge base, and the whole test
+## suite, integration tests on a real vLLM included
 test: $(STAMP) lint vllm browser
+	$(BIN)/kbgen check
 	$(BIN)/pytest
 
 ## make browser: Debian's Chromium, for the tests that load the built site in a real browser

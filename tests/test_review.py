@@ -10,11 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from kbgen import record, review, store
 from kbgen.cli import cli
-from tests.conftest import PLAN, RECORD
+from tests.conftest import PLAN, RECORD, REPO
 from tests.test_record import make_run
 
 GIT_ENV = {
@@ -324,3 +325,67 @@ def test_review_difference_is_a_library_call(history: tuple[Path, dict[str, str]
     records, c = history
     result = review.difference(records, c["start"], c["added"])
     assert [r.id for r in result.records] == ["draft-test"]
+
+
+# --- the docs and the integration files -----------------------------------------------------
+
+REVIEW_PAGE = REPO / "docs" / "review.md"
+EXAMPLE = re.compile(
+    r"(<!-- kbgen diff example: start -->\n)(.*?)(<!-- kbgen diff example: end -->)", re.S
+)
+
+
+def example_diff(tmp_path: Path) -> str:
+    """`kbgen diff` of the example knowledge base: its plan first, then its records."""
+    repo = tmp_path / "example"
+    records = repo / "records"
+    shutil.copytree(REPO / "records" / "plans", records / "plans")
+    git(repo, "init", "-q", "-b", "main")
+    fixed = {
+        "GIT_AUTHOR_DATE": "2026-11-29T12:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-11-29T12:00:00Z",
+    }
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in fixed.items():
+            env.setenv(key, value)  # fixed dates: the same commits, the same ids, every time
+        plan = commit(repo, "the plan")
+        shutil.copytree(REPO / "records", records, dirs_exist_ok=True)
+        done = commit(repo, "the n-gram experiment, concluded")
+    return diff(records, plan, done)
+
+
+def test_review_page_shows_a_real_diff(tmp_path: Path) -> None:
+    output = example_diff(tmp_path)
+    assert "newly ticked by `2026-11-29-ngram-spec-decode-kimi-k2-5`" in output
+    shown = '!!! example "`kbgen diff` as the pull request\'s comment shows it"\n\n' + "".join(
+        f"    {line}\n" if line else "\n" for line in output.splitlines()
+    )
+    page = REVIEW_PAGE.read_text()
+    if os.environ.get("KBGEN_UPDATE_GOLDEN"):
+        page = EXAMPLE.sub(lambda m: m.group(1) + shown + m.group(3), page)
+        REVIEW_PAGE.write_text(page)
+    match = EXAMPLE.search(page)
+    assert match is not None and match.group(2) == shown, "run with KBGEN_UPDATE_GOLDEN=1"
+
+
+def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
+    block = re.search(r"```yaml\n(name: records\n.*?)```", REVIEW_PAGE.read_text(), re.S)
+    assert block is not None
+    workflow = yaml.safe_load(block.group(1))
+    steps = workflow["jobs"]["review"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    assert any(run.startswith("kbgen diff ") for run in runs)
+    assert runs[-1].startswith("kbgen check")  # last: the comment is updated even when it fails
+    [post] = [run for run in runs if "gh api" in run]
+    assert "--method PATCH" in post and 'startswith("<!-- kbgen-diff -->")' in post
+    assert workflow["permissions"]["pull-requests"] == "write"
+
+
+def test_pre_commit_hooks_name_real_commands() -> None:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert {hook["id"] for hook in hooks} == {"kbgen-render", "kbgen-check"}
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        program, command = hook["entry"].split()
+        assert program == "kbgen"
+        assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0
