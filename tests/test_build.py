@@ -81,3 +81,31 @@ def test_check_writes_nothing(kb_dir: Path, tmp_path: Path) -> None:
     stale = build.render_site(kb_dir, docs, check=True, cache=None)
     assert "records/ngram-test.md" in stale and "records/index.md" in stale
     assert not docs.exists()
+
+
+def test_one_changed_record_is_the_only_one_parsed_again(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbgen import render
+
+    for rid in ("second", "third"):
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    real = render.rendered
+    seen: list[str] = []
+    monkeypatch.setattr(
+        render, "rendered", lambda job, doc, path: seen.append(doc.id) or real(job, doc, path)
+    )
+    second = kb_dir / "second.yaml"
+    second.write_text(second.read_text().replace("title: n-gram vs baseline", "title: renamed"))
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/second.md", "records/index.md"]
+    assert seen == ["second"]
+    assert "| [renamed](second.md) |" in (docs / "records" / "index.md").read_text()
+    # a plan's task text is on record pages: changing it renders every record again
+    plan = kb_dir / "plans" / "next-steps.yaml"
+    plan.write_text(plan.read_text().replace("Test n-gram speculative decoding", "Test n-gram"))
+    seen.clear()
+    build.render_site(kb_dir, docs, cache=cache)
+    assert sorted(seen) == ["next-steps", "ngram-test", "second", "third"]
+    assert "task `test-ngram`: Test n-gram\n" in (docs / "records" / "third.md").read_text()

@@ -8,7 +8,9 @@ would otherwise be most of a no-op's time.
 
 Otherwise each record's page is rendered, compared and written in the process that parsed it
 (`kb.load(each=)`), and the pages over many records — plans and indexes — are made here from
-small cards.
+small cards. A record file unchanged since the last render, whose page is unchanged too, is not
+even parsed: its card comes from `.kbgen_cache/render-records.json`, so changing one record of
+thousands re-renders that record's page and the indexes only.
 """
 
 from __future__ import annotations
@@ -57,18 +59,30 @@ def render_site(
             except InvalidInput:
                 continue  # reported by the full load below
     job = render.Job(docs, templates, render.task_texts(plans), check)
-    base = kb.load([records], each=functools.partial(render.rendered, job))
+    rules = json.dumps([_code_key(templates), str(docs.absolute()), job.tasks], sort_keys=True)
+    base = kb.load(
+        [records],
+        each=functools.partial(render.rendered, job),
+        cache=None if cache is None else cache.with_name("render-records.json"),
+        cache_key=hashlib.sha256(rules.encode()).hexdigest(),
+    )
     if base.problems:
         raise InvalidInput(base.problems)
     cards, produced, stale = [], [], []
     plan_models, sources = {}, {}
     for path, product in base.products.items():
-        if isinstance(product, Plan):
-            plan_models[product.id], sources[product.id] = product, render.source_of(path)
-        else:
-            cards.append(product[0])
-            produced += product[1]
-            stale += product[2]
+        if "plan" in product:
+            plan = Plan.model_validate(product["plan"])
+            plan_models[plan.id], sources[plan.id] = plan, render.source_of(path)
+            continue
+        if path in base.from_cache:
+            if _outputs_unchanged(docs, product["pages"]):
+                product = {**product, "stale": []}
+            else:  # its pages were edited or removed since: render this record again
+                product = render.rendered(job, kb.load_file(path), path)
+        cards.append(kb.Card.from_json(product["card"]))
+        produced += product["pages"]
+        stale += product["stale"]
     site = render.site_pages(render.cached_environment(templates), plan_models, sources, cards)
     produced += site
     if check:
@@ -82,18 +96,22 @@ def render_site(
     return written
 
 
-def _inputs_key(files: list[Path], templates: Path | None) -> str:
-    """Changes whenever a record, a plan, a template or kbgen itself does (size, mtime, inode)."""
+def _code_key(templates: Path | None) -> str:
+    """Changes whenever kbgen, its templates or the user's templates do (size, mtime, inode)."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(str(resources.files("kbgen")))
-    sources = [
-        *files,
-        *sorted((package / "templates").glob("*.j2")),
-        *sorted(package.glob("*.py")),
-    ]
+    sources = [*sorted((package / "templates").glob("*.j2")), *sorted(package.glob("*.py"))]
     if templates is not None:
         sources += sorted(templates.glob("*.j2"))
     for path in sources:
+        digest.update(f"{path}:{fingerprint(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _inputs_key(files: list[Path], templates: Path | None) -> str:
+    """Changes whenever a record, a plan, a template or kbgen itself does."""
+    digest = hashlib.sha256(_code_key(templates).encode())
+    for path in files:
         digest.update(f"{path}:{fingerprint(path)}\n".encode())
     return digest.hexdigest()
 
@@ -106,7 +124,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _outputs_unchanged(docs: Path, outputs: dict[str, list[int]]) -> bool:
+def _outputs_unchanged(docs: Path, outputs: dict[str, list[int] | None]) -> bool:
     # os.stat on strings, not Path objects: this runs over every generated file on a no-op
     folder = str(docs)
     try:

@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from datetime import date
 from functools import partial
 from multiprocessing import get_context
@@ -68,6 +68,7 @@ class KnowledgeBase:
     broken: set[tuple[str, str]] = field(default_factory=set)
     # with `load(each=...)`: what `each` made of every valid file, in place of its model
     products: dict[Path, Any] = field(default_factory=dict)
+    from_cache: set[Path] = field(default_factory=set)  # files whose facts and product were cached
 
     def path_of(self, doc: Record | Plan) -> Path:
         return self.paths[("plan" if isinstance(doc, Plan) else "record", doc.id)]
@@ -142,19 +143,24 @@ def load(
     models: bool = True,
     cache: Path | None = None,
     each: Callable[[Record | Plan, Path], Any] | None = None,
+    cache_key: str = "",
 ) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
-    Many files are parsed in parallel, one process per core. With a `cache` file, the facts of
-    files that are valid and unchanged (same size and modification time) since the last run are
-    taken from it; that needs ``models=False``. With `each` (a picklable function), every valid
-    document is handed to it in the process that parsed it, and what it returns is kept in
-    ``products`` instead of the model: work on each file is then parallel too.
+    Many files are parsed in parallel, one process per core. With `each` (a picklable
+    function), every valid document is handed to it in the process that parsed it, and what it
+    returns is kept in ``products`` instead of the model: work on each file is then parallel
+    too.
+
+    With a `cache` file, files that are valid and unchanged (same size, mtime and inode) since
+    the last run are not parsed at all: their facts — and with `each`, their products, which
+    must then be JSON data — come from the cache. Models cannot be cached, so a cache needs
+    ``models=False`` or `each`; `cache_key` names whatever else the products depend on.
     """
-    if cache is not None and (models or each):
-        raise ValueError("a cache only serves loads without models")
+    if cache is not None and models and each is None:
+        raise ValueError("a cache serves loads without models, or with `each`")
     kb = KnowledgeBase()
-    cached = files.FingerprintCache(cache, _cache_key()) if cache else None
+    cached = files.FingerprintCache(cache, _cache_key() + cache_key) if cache else None
     found = files.iter_yaml_files(paths)
     known: dict[Path, Facts] = {}
     fingerprints: dict[Path, list[int]] = {}
@@ -163,6 +169,9 @@ def load(
             fingerprints[path] = fingerprint = files.fingerprint(path)
             if (hit := cached.get(path, fingerprint)) is not None:
                 known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
+                kb.from_cache.add(path)
+                if each is not None:
+                    kb.products[path] = hit[4]
     todo = [path for path in found if path not in known]
     examine: Callable[[Path], Examined] = _examine_with_model if models else _examine
     if each is not None:
@@ -174,7 +183,8 @@ def load(
             continue
         known[path] = facts
         if cached is not None:
-            cached.put(path, fingerprints[path], [facts.kind, facts.id, facts.refs, facts.tasks])
+            product = doc if each is not None else None
+            cached.put(path, fingerprints[path], [*astuple(facts), product])
         if each is not None:
             kb.products[path] = doc
         elif isinstance(doc, Plan):
@@ -288,6 +298,26 @@ class Card:
             record.verdict.outcome if record.verdict else None,
             tuple(record.resolves),
             tuple(record.supersedes),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created"] = self.created.isoformat()
+        data["concluded"] = self.concluded.isoformat() if self.concluded else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Card:
+        return cls(
+            data["id"],
+            data["title"],
+            Status(data["status"]),
+            date.fromisoformat(data["created"]),
+            date.fromisoformat(data["concluded"]) if data["concluded"] else None,
+            tuple(data["tags"]),
+            data["outcome"],
+            tuple(data["resolves"]),
+            tuple(data["supersedes"]),
         )
 
 

@@ -246,21 +246,33 @@ def cached_environment(templates: Path | None) -> jinja2.Environment:
     return _environment(templates)
 
 
-def rendered(job: Job, doc: Record | Plan, path: Path) -> Plan | tuple[Card, list[str], list[str]]:
-    """For `kb.load(each=)`: a record's card, the pages it makes, and those that were stale.
+def rendered(job: Job, doc: Record | Plan, path: Path) -> dict[str, Any]:
+    """For `kb.load(each=)`: what the site needs of one file, as JSON data (it is cached).
 
-    Stale pages are written here, in the process that parsed the record, unless `job.check`.
-    A page is complete or absent, never torn, so a load that fails on another file leaves only
-    up-to-date pages behind; the indexes are not touched until every file is valid.
+    A plan comes back as its data. A record comes back as its card, its pages with the
+    fingerprint each has on disk afterwards, and the pages that were stale: those are written
+    here, in the process that parsed the record, unless `job.check`. A page is complete or
+    absent, never torn, so a load that fails on another file leaves only up-to-date pages
+    behind; the indexes are not touched until every file is valid.
     """
     if isinstance(doc, Plan):
-        return doc
+        return {"plan": doc.model_dump(mode="json")}
     made = record_pages(cached_environment(job.templates), doc, source_of(path), job.tasks)
     stale = [rel for rel, text in made.items() if not _unchanged(job.docs / rel, text)]
     if not job.check:
         for rel in stale:
             files.write_atomic(job.docs / rel, made[rel].encode(), durable=False)
-    return Card.of(doc), list(made), stale
+    pages = {rel: _fingerprint(job.docs / rel) for rel in made}
+    if job.check:  # a stale page is not what it should be: never trust its fingerprint
+        pages.update(dict.fromkeys(stale))
+    return {"card": Card.of(doc).to_json(), "pages": pages, "stale": stale}
+
+
+def _fingerprint(path: Path) -> list[int] | None:
+    try:
+        return files.fingerprint(path)
+    except OSError:
+        return None
 
 
 def diff_markdown(difference: Difference, templates: Path | None = None) -> str:
