@@ -81,6 +81,12 @@ provenance:
 """
 
 
+@pytest.fixture(autouse=True)
+def _work_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands keep caches in `.kbgen_cache/` of the current folder: never the repository's."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def kb_dir(tmp_path: Path) -> Path:
     """A records/ folder holding one valid record and one valid plan."""

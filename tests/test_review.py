@@ -114,13 +114,15 @@ def test_a_verdict_flipped_by_new_evidence(history: tuple[Path, dict[str, str]])
     assert "**0 new · 1 changed · 0 removed**" in out
     assert "Verdict **refuted** → **supported**. Changed: `measurements`, `verdict`." in out
     assert "| coding | refuted → **supported** | -26.0% → +12.0% | +8.0% … +16.0% |" in out
-    assert "| ngram | coding | `decode_tok_s` (tok/s) | 46.4 | 70.1 | +51.1% |" in out
+    assert (
+        "| ngram | coding | `decode_tok_s` (tok/s) | 46.4 | 70.1 | +51.1% |" in out
+    )  # no stdev: no CI
     assert "| baseline |" not in out  # unchanged rows are left out by default
     everything = diff(records, c["added"], c["flipped"], "--all")
     assert (
         "| baseline | coding | `decode_tok_s` (tok/s) | 62.6 [61.7 … 63.5] | 62.6 [61.7 … 63.5] "
-        "| +0.0% |" in everything
-    )
+        "| +0.0% [-2.1% … +2.1%] |"  # the 95% interval of the change, by the delta method
+    ) in everything
 
 
 def test_a_task_unticked_by_supersession(history: tuple[Path, dict[str, str]]) -> None:
@@ -273,10 +275,14 @@ def _id_collision(records: Path) -> str:
 def _dangling_link(records: Path) -> str:
     path = _the_record(records)
     doc = store.load_document(path)
-    doc.data["context"] = "See [the old run](2026-01-01-no-such-record.md) for why."
+    doc.data["context"] = (
+        "See [the old run](2026-01-01-no-such-record.md) for why, [the plan](../plans/"
+        "next-steps.md#tasks), [review](../review.md) and [a site](https://example.org/x.md)."
+    )
     store.save(doc)
+    (records.parent / "docs" / "review.md").write_text("# a page of the site\n")
     render_docs(records)
-    return rf"{path.name}:\d+: context: links to '2026-01-01-no-such-record', which is no record"
+    return rf"{path.name}:\d+: context: links to '2026-01-01-no-such-record.md', a page that"
 
 
 def _missing_samples(records: Path) -> str:
@@ -311,6 +317,7 @@ def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> No
     assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
     lines = result.stderr.splitlines()  # type: ignore[attr-defined]
     assert any(re.search(pattern, line) for line in lines), lines
+    assert lines[-1].startswith("1 problem in 1 file"), lines  # that one, and nothing else
 
 
 def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) -> None:
@@ -375,9 +382,11 @@ def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
     steps = workflow["jobs"]["review"]["steps"]
     runs = [step.get("run", "") for step in steps]
     assert any(run.startswith("kbgen diff ") for run in runs)
-    assert runs[-1].startswith("kbgen check")  # last: the comment is updated even when it fails
+    assert runs[-1].startswith("kbgen check")
+    assert all(step.get("if") == "always()" for step in steps[-2:])  # whatever failed before
     [post] = [run for run in runs if "gh api" in run]
     assert "--method PATCH" in post and 'startswith("<!-- kbgen-diff -->")' in post
+    assert steps[0]["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
     assert workflow["permissions"]["pull-requests"] == "write"
 
 
@@ -389,3 +398,66 @@ def test_pre_commit_hooks_name_real_commands() -> None:
         program, command = hook["entry"].split()
         assert program == "kbgen"
         assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0
+
+
+def test_check_refuses_a_main_branch_that_does_not_exist(clean: Path) -> None:
+    docs = clean.parent / "docs"
+    render_docs(clean)
+    args = ["check", "--records", str(clean), "--docs", str(docs), "--main", "mian"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and result.stderr == "error: unknown git revision 'mian'\n"
+
+
+def test_invalid_files_at_the_base_are_left_out_with_a_warning(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    repo = records.parent
+    git(repo, "checkout", "-q", c["start"])
+    broken = records / "ngram-test.yaml"
+    broken.write_text(broken.read_text().replace("status: concluded", "status: finished"))
+    typo = commit(repo, "a typo")
+    broken.write_text(RECORD)  # fixed in the working tree
+    out = diff(records, typo)
+    assert f"- `{typo}:records/ngram-test.yaml` does not validate: left out of the base" in out
+    bad = CliRunner().invoke(cli, ["diff", c["start"], typo, "--records", str(records)])
+    assert bad.exit_code == 1
+    assert re.match(rf"{typo}:records/ngram-test\.yaml:\d+: status: ", bad.stderr), bad.stderr
+
+
+def test_a_records_folder_below_the_repository_root(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    records = repo / "kb" / "records"
+    (records / "plans").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    first = commit(repo, "plan")
+    (records / "ngram-test.yaml").write_text(RECORD)
+    git(repo, "checkout", "-q", "--detach")  # a detached HEAD, as CI checks pull requests out
+    out = diff(records, first)
+    assert "#### n-gram vs baseline (`ngram-test`)" in out
+
+
+def test_delta_interval_by_the_delta_method() -> None:
+    from kbgen.diff import _change_ci
+    from kbgen.models import Summary
+
+    low, high = _change_ci(
+        Summary(n=100, mean=50.0, stdev=5.0), Summary(n=100, mean=60.0, stdev=5.0)
+    )
+    # ratio 1.2; relative standard errors 0.01 (base) and 0.00833 (head)
+    assert (round(low, 4), round(high, 4)) == (0.1694, 0.2306)
+    assert _change_ci(Summary(n=None, mean=50.0), Summary(n=3, mean=60.0, stdev=1.0)) is None
+
+
+def test_a_removed_plan_unticks_its_tasks(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    git(records.parent, "checkout", "-q", c["flipped"])  # test-ngram and train-draft are ticked
+    (records / "plans" / "next-steps.yaml").unlink()
+    for path in records.glob("*.yaml"):  # nothing may refer to the plan any more
+        text = path.read_text().replace("resolves:\n  - next-steps#test-ngram\n", "")
+        path.write_text(text.replace("resolves:\n  - next-steps#train-draft\n", ""))
+    out = diff(records, "HEAD")
+    gone = "— unticked: its plan was removed"
+    assert f"- [ ] `next-steps#test-ngram` Test n-gram speculative decoding {gone}" in out
+    assert f"- [ ] `next-steps#train-draft` Train a draft model {gone}" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import re
 import signal
@@ -209,3 +210,11 @@ def test_several_documents_are_refused_by_both_loaders(tmp_path: Path) -> None:
     path.write_text("a: 1\n---\nb: 2\n")
     with pytest.raises(InvalidInput):
         store.load_fast(path)
+    with pytest.raises(InvalidInput):
+        store.load_document(path)
+
+
+def test_a_typical_record_takes_the_fast_path() -> None:
+    data = store._from_events(RECORD)  # raises _NotFast when it would fall back to ruamel
+    assert data == store.plain(store.parse_text(RECORD))
+    assert data["created"] == dt.date(2026, 11, 1) and data["schema_version"] == 1

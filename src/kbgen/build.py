@@ -27,6 +27,8 @@ from kbgen import __version__
 from kbgen.files import fingerprint, iter_yaml_files, write_atomic
 
 CACHE = Path(".kbgen_cache") / "render.json"
+# the folders of generated pages: their mtime changes when a page is added or removed there
+GENERATED = ("records", "plans")
 
 
 def render_site(
@@ -58,13 +60,16 @@ def render_site(
                 plans.append(kb.load_model(path, Plan))
             except InvalidInput:
                 continue  # reported by the full load below
-    job = render.Job(docs, templates, render.task_texts(plans), check)
-    rules = json.dumps([_code_key(templates), str(docs.absolute()), job.tasks], sort_keys=True)
+    job = render.Job(docs, records, templates, render.task_texts(plans), check)
+    where = [str(docs.absolute()), str(records.absolute())]
+    rules = json.dumps([_code_key(templates), *where, job.tasks], sort_keys=True)
     base = kb.load(
         [records],
         each=functools.partial(render.rendered, job),
         cache=None if cache is None else cache.with_name("render-records.json"),
         cache_key=hashlib.sha256(rules.encode()).hexdigest(),
+        # a record whose pages were edited or removed since is rendered again
+        trust=lambda product: "plan" in product or _outputs_unchanged(docs, product["pages"]),
     )
     if base.problems:
         raise InvalidInput(base.problems)
@@ -73,13 +78,10 @@ def render_site(
     for path, product in base.products.items():
         if "plan" in product:
             plan = Plan.model_validate(product["plan"])
-            plan_models[plan.id], sources[plan.id] = plan, render.source_of(path)
+            plan_models[plan.id], sources[plan.id] = plan, render.source_of(path, records)
             continue
         if path in base.from_cache:
-            if _outputs_unchanged(docs, product["pages"]):
-                product = {**product, "stale": []}
-            else:  # its pages were edited or removed since: render this record again
-                product = render.rendered(job, kb.load_file(path), path)
+            product = {**product, "stale": []}  # trusted: its pages are as written then
         cards.append(kb.Card.from_json(product["card"]))
         produced += product["pages"]
         stale += product["stale"]
@@ -91,18 +93,19 @@ def render_site(
         return sorted(stale + changed) + [str(p.relative_to(docs)) for p in removed]
     written = stale + [str(p.relative_to(docs)) for p in render.write(docs, site, produced)]
     if cache is not None:
-        outputs = {rel: fingerprint(docs / rel) for rel in sorted(produced)}
+        folders = [rel for rel in GENERATED if (docs / rel).is_dir()]
+        outputs = {rel: fingerprint(docs / rel) for rel in [*sorted(produced), *folders]}
         write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
     return written
 
 
 def _code_key(templates: Path | None) -> str:
-    """Changes whenever kbgen, its templates or the user's templates do (size, mtime, inode)."""
+    """Changes whenever kbgen, its templates or any file of the user's templates folder does."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(str(resources.files("kbgen")))
     sources = [*sorted((package / "templates").glob("*.j2")), *sorted(package.glob("*.py"))]
-    if templates is not None:
-        sources += sorted(templates.glob("*.j2"))
+    if templates is not None:  # every file: a template may include or import any of them
+        sources += sorted(p for p in templates.rglob("*") if p.is_file())
     for path in sources:
         digest.update(f"{path}:{fingerprint(path)}\n".encode())
     return digest.hexdigest()

@@ -446,13 +446,9 @@ def diff_command(
       kbgen diff                          # this branch's change, uncommitted work included
       kbgen diff main HEAD --format json
     """
-    from kbgen import diff, render, review
+    from kbgen import review
 
-    difference = review.difference(records, base, head, all_rows)
-    if fmt == "json":
-        click.echo(json.dumps(diff.to_json(difference), indent=2, ensure_ascii=False))
-    else:
-        click.echo(render.diff_markdown(difference, templates), nl=False)
+    click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
 
 
 @cli.command(name="check")

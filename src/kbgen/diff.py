@@ -10,6 +10,7 @@ the result into a pull-request comment; `to_json` into data for machines.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ class MetricRow:
     base: Estimate | None
     head: Estimate | None
     change: float | None  # head mean / base mean - 1
+    change_ci: tuple[float, float] | None  # its 95% interval, when both sides have n and stdev
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ class TaskChange:
     ticked: bool  # True: newly ticked; False: newly unticked
     record: str | None  # the record that ticks it, or whose evidence no longer does
     outcome: str | None
-    superseded_by: str | None
+    superseded_by: str | None  # the record itself when it is marked superseded
+    plan_removed: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,33 +192,50 @@ def _metric_rows(old: Record | None, new: Record, all_rows: bool) -> list[Metric
             continue
         change = a.mean / b.mean - 1 if a is not None and b is not None and b.mean else None
         unit = METRIC_UNITS.get(metric, "")
-        rows.append(MetricRow(variant, cls, metric, unit, Estimate.of(b), Estimate.of(a), change))
+        estimates = (Estimate.of(b), Estimate.of(a))
+        rows.append(MetricRow(variant, cls, metric, unit, *estimates, change, _change_ci(b, a)))
     return rows
+
+
+def _change_ci(base: Summary | None, head: Summary | None) -> tuple[float, float] | None:
+    """95% interval of `head.mean / base.mean - 1` by the delta method (independent samples)."""
+    if base is None or head is None or not base.mean or not head.mean:
+        return None
+    if base.stdev is None or head.stdev is None or not base.n or not head.n:
+        return None
+    ratio = head.mean / base.mean
+    spread = math.sqrt(
+        (head.stdev**2 / head.n) / head.mean**2 + (base.stdev**2 / base.n) / base.mean**2
+    )
+    half = 1.96 * abs(ratio) * spread
+    return ratio - 1 - half, ratio - 1 + half
 
 
 def _task_changes(base: KnowledgeBase, head: KnowledgeBase) -> list[TaskChange]:
     base_cards = [Card.of(r) for r in base.records.values()]
     head_cards = [Card.of(r) for r in head.records.values()]
     changes = []
-    for plan_id in sorted(head.plans):
-        plan = head.plans[plan_id]
-        after = task_states(head_cards, plan)
+    for plan_id in sorted(base.plans.keys() | head.plans.keys()):
+        plan = head.plans.get(plan_id) or base.plans[plan_id]
+        after = task_states(head_cards, head.plans[plan_id]) if plan_id in head.plans else {}
         before = task_states(base_cards, base.plans[plan_id]) if plan_id in base.plans else {}
         for task in plan.tasks:
-            now, then = after[task.id], before.get(task.id)
-            was_done = then is not None and then.done
-            if now.done == was_done:
+            now, then = after.get(task.id), before.get(task.id)
+            done, was_done = now is not None and now.done, then is not None and then.done
+            if done == was_done:
                 continue
-            card = now.record if now.done else (then.record if then else None)
+            card = now.record if now is not None and now.done else then.record if then else None
+            superseded = now.superseded_by if now is not None else None
             changes.append(
                 TaskChange(
                     plan_id,
                     task.id,
                     task.text,
-                    now.done,
+                    done,
                     card.id if card else None,
                     card.outcome if card else None,
-                    now.superseded_by.id if now.superseded_by else None,
+                    superseded.id if superseded else None,
+                    plan_removed=plan_id not in head.plans,
                 )
             )
     return changes
@@ -259,9 +279,14 @@ def _warnings(base: KnowledgeBase, head: KnowledgeBase) -> list[str]:
             if state.superseded_by is None or state.record is None:
                 continue
             if plan_changed or {state.record.id, state.superseded_by.id} & touched:
+                how = (
+                    "which is marked superseded"
+                    if state.superseded_by.id == state.record.id
+                    else f"whose evidence was superseded by `{state.superseded_by.id}`"
+                )
                 warnings.append(
-                    f"`{plan_id}#{task_id}` is resolved only by `{state.record.id}`, whose "
-                    f"evidence was superseded by `{state.superseded_by.id}`: re-check the task"
+                    f"`{plan_id}#{task_id}` is resolved only by `{state.record.id}`, {how}: "
+                    "re-check the task"
                 )
     return warnings
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from kbgen.errors import UsageError
 
-WORKING_TREE = None  # a revision of None means the files on disk
 MAIN_BRANCHES = ("origin/HEAD", "origin/main", "origin/master", "main", "master")
 
 
@@ -77,8 +76,11 @@ def export(root: Path, rev: str, folder: str, dest: Path) -> Path:
     listed = _git(root, "ls-tree", "--name-only", commit_of(root, rev), "--", folder)
     if listed.strip():
         tar = _git(root, "archive", "--format=tar", rev, "--", folder)
-        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-            archive.extractall(dest, filter="data")
+        try:
+            with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+                archive.extractall(dest, filter="data")  # no links out, no absolute paths
+        except tarfile.TarError as exc:
+            raise UsageError(f"{folder} at {rev}: cannot be read safely: {exc}") from exc
     return target
 
 

@@ -144,6 +144,7 @@ def load(
     cache: Path | None = None,
     each: Callable[[Record | Plan, Path], Any] | None = None,
     cache_key: str = "",
+    trust: Callable[[Any], bool] | None = None,
 ) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
@@ -155,7 +156,8 @@ def load(
     With a `cache` file, files that are valid and unchanged (same size, mtime and inode) since
     the last run are not parsed at all: their facts — and with `each`, their products, which
     must then be JSON data — come from the cache. Models cannot be cached, so a cache needs
-    ``models=False`` or `each`; `cache_key` names whatever else the products depend on.
+    ``models=False`` or `each`; `cache_key` names whatever else the products depend on, and
+    `trust`, when given, may turn down a cached product (the file is then parsed again).
     """
     if cache is not None and models and each is None:
         raise ValueError("a cache serves loads without models, or with `each`")
@@ -167,7 +169,8 @@ def load(
     if cached is not None:
         for path in found:
             fingerprints[path] = fingerprint = files.fingerprint(path)
-            if (hit := cached.get(path, fingerprint)) is not None:
+            hit = cached.get(path, fingerprint)
+            if hit is not None and (each is None or trust is None or trust(hit[4])):
                 known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
                 kb.from_cache.add(path)
                 if each is not None:
@@ -197,7 +200,7 @@ def load(
         key = (facts.kind, facts.id)
         if key in kb.paths:
             message = f"{facts.id!r} is also the id of {kb.paths[key]}"
-            kb.problems.append(_located(path, ["id"], message))
+            kb.problems.append(located(path, ["id"], message))
             continue
         kb.paths[key] = path
         kb.facts[path] = facts
@@ -245,7 +248,8 @@ def _cache_key() -> str:
     return hashlib.sha256(f"{__version__}\n{schema}".encode()).hexdigest()[:16]
 
 
-def _located(path: Path, loc: list[str | int], message: str) -> Problem:
+def located(path: Path, loc: list[str | int], message: str) -> Problem:
+    """A problem at the line of `loc` in `path` (the file is parsed again for positions)."""
     line, found = store.line_of(store.load_document(path).data, loc)
     return Problem(path, line, dotted(found), message)
 
@@ -263,12 +267,12 @@ def _reference_problems(kb: KnowledgeBase) -> list[Problem]:
                 if ("plan", plan_id) in kb.broken:
                     continue
                 if plan_id not in tasks:
-                    problems.append(_located(path, [section, i], f"no plan {plan_id!r}"))
+                    problems.append(located(path, [section, i], f"no plan {plan_id!r}"))
                 elif task_id not in tasks[plan_id]:
                     message = f"plan {plan_id!r} has no task {task_id!r}"
-                    problems.append(_located(path, [section, i], message))
+                    problems.append(located(path, [section, i], message))
             elif ref not in records and ("record", ref) not in kb.broken:
-                problems.append(_located(path, [section, i], f"no record {ref!r}"))
+                problems.append(located(path, [section, i], f"no record {ref!r}"))
     return problems
 
 

@@ -175,9 +175,16 @@ def pages(kb: KnowledgeBase, templates: Path | None = None) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def source_of(path: Path) -> str:
+def source_of(path: Path, records: Path | None = None) -> str:
+    """A file's path as pages show it: from the knowledge base's folder, `records/x.yaml`."""
+    if records is not None:
+        inside = path.absolute().relative_to(records.absolute())
+        return f"{records.absolute().name}/{inside.as_posix()}"
     parts = path.parts
-    return "/".join(parts[parts.index("records") :]) if "records" in parts else path.name
+    if "records" not in parts:
+        return path.name
+    last = len(parts) - 1 - parts[::-1].index("records")
+    return "/".join(parts[last:])
 
 
 def write(docs: Path, content: dict[str, str], produced: Iterable[str] | None = None) -> list[Path]:
@@ -236,6 +243,7 @@ class Job:
     """What rendering a record's pages needs besides the record, in whichever process parsed it."""
 
     docs: Path
+    records: Path  # the knowledge base's folder, as given
     templates: Path | None
     tasks: dict[str, list[str]]
     check: bool  # compare only, write nothing
@@ -257,7 +265,8 @@ def rendered(job: Job, doc: Record | Plan, path: Path) -> dict[str, Any]:
     """
     if isinstance(doc, Plan):
         return {"plan": doc.model_dump(mode="json")}
-    made = record_pages(cached_environment(job.templates), doc, source_of(path), job.tasks)
+    source = source_of(path, job.records)
+    made = record_pages(cached_environment(job.templates), doc, source, job.tasks)
     stale = [rel for rel, text in made.items() if not _unchanged(job.docs / rel, text)]
     if not job.check:
         for rel in stale:

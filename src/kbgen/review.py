@@ -15,6 +15,9 @@ Lint classes:
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -22,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbgen import build, gitrepo, kb, store
-from kbgen.diff import Difference, compare
-from kbgen.errors import InvalidInput, Problem
-from kbgen.kb import KnowledgeBase
+from kbgen import build, gitrepo, kb
+from kbgen.diff import Difference, compare, to_json
+from kbgen.errors import InvalidInput, Problem, UsageError
+from kbgen.kb import KnowledgeBase, located
 from kbgen.models import Plan, Record
 
 WORKING_TREE = "working tree"
@@ -51,24 +54,60 @@ def difference(
 ) -> Difference:
     """The knowledge base under `records` at `base` compared with `head` (or the working tree).
 
-    Files that do not validate on the head side are an InvalidInput: review valid evidence.
-    The base side is history; its invalid files are left out.
+    Files that do not validate on the head side are an InvalidInput, located as
+    `REV:path:line` for a revision: review valid evidence. The base side is history; its
+    invalid files are left out, with a warning, so they do not pass for new records.
     """
     root, revs = resolve(records, base, head)
-    with tempfile.TemporaryDirectory(prefix="kbgen-diff-") as scratch:
-        old = _load_at(root, revs.base, records, Path(scratch) / "base")
-        new = _load_at(root, revs.head, records, Path(scratch) / "head")
-    if new.problems:
-        raise InvalidInput(new.problems)
+    base_name = gitrepo.short(root, revs.base)
     head_name = WORKING_TREE if revs.head is None else gitrepo.short(root, revs.head)
-    return compare(old, new, gitrepo.short(root, revs.base), head_name, all_rows)
+    with tempfile.TemporaryDirectory(prefix="kbgen-diff-") as scratch:
+        old, old_root = _load_at(root, revs.base, records, Path(scratch) / "base")
+        new, new_root = _load_at(root, revs.head, records, Path(scratch) / "head")
+        if new.problems:
+            raise InvalidInput([_named(p, new_root, head_name) for p in new.problems])
+        skipped = sorted({str(_named(p, old_root, base_name).path) for p in old.problems})
+    result = compare(old, new, base_name, head_name, all_rows)
+    notes = [f"`{path}` does not validate: left out of the base" for path in skipped]
+    return dataclasses.replace(result, warnings=notes + result.warnings)
 
 
-def _load_at(root: Path, rev: str | None, records: Path, scratch: Path) -> KnowledgeBase:
+def output(
+    records: Path,
+    base: str | None,
+    head: str | None,
+    all_rows: bool,
+    fmt: str,
+    templates: Path | None = None,
+) -> str:
+    """`kbgen diff`'s text: Markdown for a pull-request comment, or JSON."""
+    result = difference(records, base, head, all_rows)
+    if fmt == "json":
+        return json.dumps(to_json(result), indent=2, ensure_ascii=False) + "\n"
+    from kbgen import render
+
+    return render.diff_markdown(result, templates)
+
+
+def _load_at(
+    root: Path, rev: str | None, records: Path, scratch: Path
+) -> tuple[KnowledgeBase, Path | None]:
+    """The knowledge base at `rev`, and the folder it was exported to (None: the files on disk)."""
     if rev is None:
-        return kb.load([records])
-    relative = records.absolute().relative_to(root).as_posix()
-    return kb.load([gitrepo.export(root, rev, relative, scratch)])
+        return kb.load([records]), None
+    return kb.load([gitrepo.export(root, rev, _inside(root, records), scratch)]), scratch
+
+
+def _inside(root: Path, path: Path) -> str:
+    """`path` relative to the repository root (symbolic links resolved, as git reports it)."""
+    return path.resolve().relative_to(root.resolve()).as_posix()
+
+
+def _named(problem: Problem, exported: Path | None, rev: str) -> Problem:
+    """A problem in an exported revision, named `REV:path` instead of a temporary file."""
+    if exported is None:
+        return problem
+    return dataclasses.replace(problem, path=Path(f"{rev}:{problem.path.relative_to(exported)}"))
 
 
 @dataclass(frozen=True)
@@ -86,46 +125,49 @@ def check(
         return Report(base.problems, ["docs/ and lints not checked until every file is valid"])
     stale = build.render_site(records, docs, templates, check=True)
     problems = [Problem(docs / rel, None, "", "stale: run `kbgen render`") for rel in stale]
-    problems += lint(base)
+    problems += lint(base, docs)
     collisions, notes = id_collisions(base, records, main)
     return Report(sorted(problems + collisions), notes)
 
 
-def lint(base: KnowledgeBase) -> list[Problem]:
+def lint(base: KnowledgeBase, docs: Path) -> list[Problem]:
     """Dangling links, missing samples and hand-edited numbers in a valid knowledge base."""
     from kbgen import record as record_stage
 
     problems = []
-    docs: list[Record | Plan] = [*base.records.values(), *base.plans.values()]
-    pages = {doc.id for doc in docs}
-    for doc in docs:
-        path = base.path_of(doc)
-        for loc, target in _links(doc):
-            if target not in pages:
-                problems.append(_at(path, loc, f"links to {target!r}, which is no record or plan"))
+    pages = {f"records/{r}.md" for r in base.records} | {f"plans/{p}.md" for p in base.plans}
+    pages |= {"records/index.md", "plans/index.md"}
+    kinds: list[tuple[str, list[Record | Plan]]] = [
+        ("records", [*base.records.values()]),
+        ("plans", [*base.plans.values()]),
+    ]
+    for folder, docs_of_kind in kinds:
+        for doc in docs_of_kind:
+            path = base.path_of(doc)
+            for loc, target in _links(doc):
+                page = os.path.normpath(os.path.join(folder, target))
+                if page not in pages and not (docs / page).is_file():
+                    message = f"links to {target!r}, a page that does not exist"
+                    problems.append(located(path, loc, message))
     for record in base.records.values():
         path = base.path_of(record)
         if record.raw_samples is not None:
             samples = path.parent / record.raw_samples.path
             if not samples.exists():
-                problems.append(
-                    _at(
-                        path, ["raw_samples", "path"], f"{samples.name} is missing (not committed?)"
-                    )
-                )
+                message = f"{samples.name} is missing (not committed?)"
+                problems.append(located(path, ["raw_samples", "path"], message))
                 continue
             problems += record_stage.check(path)
         elif record.provenance is not None and record.provenance.source == "measured":
-            problems.append(_at(path, ["raw_samples"], "a measured record without its samples"))
+            problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems
 
 
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")
-_PAGE = re.compile(r"(?:^|/)([a-z0-9][a-z0-9-]*)\.(?:md|ya?ml)(?:#.*)?$")
 
 
 def _links(doc: Record | Plan) -> Iterator[tuple[list[str | int], str]]:
-    """(field, target id) of every relative link to a page or YAML file in Markdown fields."""
+    """(field, target) of every relative link to a Markdown page in the Markdown fields."""
     data = doc.model_dump(include={"context", "hypothesis", "verdict", "decision", "consequences"})
     texts: list[tuple[list[str | int], Any]] = [
         (["context"], data.get("context")),
@@ -136,42 +178,39 @@ def _links(doc: Record | Plan) -> Iterator[tuple[list[str | int], str]]:
     ]
     for loc, text in texts:
         for target in _LINK.findall(text or ""):
-            if "://" in target or target.startswith(("#", "mailto:")):
-                continue
-            match = _PAGE.search(target)
-            if match and match.group(1) != "index":
-                yield loc, match.group(1)
-
-
-def _at(path: Path, loc: list[str | int], message: str) -> Problem:
-    line, found = store.line_of(store.load_document(path).data, loc)
-    return Problem(path, line, kb.dotted(found), message)
+            page = target.split("#", 1)[0]
+            if ":" not in page and page.endswith(".md") and not page.startswith("/"):
+                yield loc, page
 
 
 def id_collisions(
     base: KnowledgeBase, records: Path, main: str | None
 ) -> tuple[list[Problem], list[str]]:
-    """Record ids added both here and on the main branch since they forked."""
-    from kbgen.errors import UsageError
+    """Record ids added both here and on the main branch since they forked.
 
+    Without git, or without a main branch to compare with, the lint is skipped with a note;
+    a `main` named explicitly must exist (a typo must not pass for a clean check).
+    """
     try:
         root = gitrepo.toplevel(records)
-        branch = main or gitrepo.main_branch(root)
-        if branch is None:
-            return [], ["id collisions not checked: no main branch (origin/HEAD, main, master)"]
-        fork = gitrepo.merge_base(root, branch, "HEAD")
     except UsageError as exc:
         return [], [f"id collisions not checked: {exc}"]
-    relative = records.absolute().relative_to(root).as_posix()
-    before = _ids_at(root, fork, relative)
-    theirs = _ids_at(root, branch, relative) - before
+    if main is not None:
+        gitrepo.commit_of(root, main)  # UsageError for a revision that does not exist
+    branch = main or gitrepo.main_branch(root)
+    if branch is None:
+        return [], ["id collisions not checked: no main branch (origin/HEAD, main, master)"]
+    fork = gitrepo.merge_base(root, branch, "HEAD")
+    folder = _inside(root, records)
+    before = _ids_at(root, fork, folder)
+    theirs = _ids_at(root, branch, folder) - before
     problems = []
     for (kind, doc_id), path in sorted(base.paths.items()):
-        if kind == "record" and doc_id in theirs and doc_id not in before:
-            ours = path.read_bytes()
-            if ours != gitrepo.show(root, branch, path.absolute().relative_to(root).as_posix()):
-                message = f"{branch} also added a record {doc_id!r} since this branch forked"
-                problems.append(_at(path, ["id"], message + ": rename one of them"))
+        if kind != "record" or doc_id not in theirs or doc_id in before:
+            continue
+        if path.read_bytes() != gitrepo.show(root, branch, _inside(root, path)):  # not a merge
+            message = f"{branch} also added a record {doc_id!r} since this branch forked"
+            problems.append(located(path, ["id"], message + ": rename one of them"))
     return problems, []
 
 
