@@ -46,6 +46,11 @@ DRAFT = (
     RECORD.replace("id: ngram-test", "id: draft-test")
     .replace("title: n-gram vs baseline", "title: draft model vs baseline")
     .replace("next-steps#test-ngram", "next-steps#train-draft")
+    .replace(
+        "decode_tok_s: {n: 10, mean: 62.6, median: 62.0, stdev: 1.5}",
+        "decode_tok_s: {n: 10, mean: 62.6, median: 62.0, stdev: 1.5}\n"
+        "      ttft_ms: {n: 10, mean: 80.0}",
+    )
 )
 FLIPPED = (
     RECORD.replace("decode_tok_s: {n: 10, mean: 46.4}", "decode_tok_s: {n: 10, mean: 70.1}")
@@ -461,3 +466,21 @@ def test_a_removed_plan_unticks_its_tasks(history: tuple[Path, dict[str, str]]) 
     gone = "— unticked: its plan was removed"
     assert f"- [ ] `next-steps#test-ngram` Test n-gram speculative decoding {gone}" in out
     assert f"- [ ] `next-steps#train-draft` Train a draft model {gone}" in out
+
+
+def test_an_empty_repository_has_nothing_to_compare_with(tmp_path: Path) -> None:
+    repo = tmp_path / "empty"
+    (repo / "records").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    result = CliRunner().invoke(cli, ["diff", "--records", str(repo / "records")])
+    assert result.exit_code == 2 and "no commit yet, so nothing to compare with" in result.stderr
+
+
+def test_a_new_record_shows_its_primary_metric_unless_all(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    assert "`ttft_ms`" not in diff(records, c["start"], c["added"])
+    assert "| baseline | coding | `ttft_ms` (ms) | 80 | 10 |" in diff(
+        records, c["start"], c["added"], "--all"
+    )

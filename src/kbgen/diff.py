@@ -141,7 +141,7 @@ def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> Re
         outcome=(_outcome(old), _outcome(new)),
         fields=fields,
         verdicts=_verdict_rows(old, new),
-        metrics=[] if new is None else _metric_rows(old, new, all_rows or old is None),
+        metrics=[] if new is None else _metric_rows(old, new, all_rows),
     )
 
 
@@ -176,7 +176,9 @@ def _verdict_rows(old: Record | None, new: Record | None) -> list[VerdictRow]:
 
 
 def _metric_rows(old: Record | None, new: Record, all_rows: bool) -> list[MetricRow]:
+    """Rows that changed; of a new record, those of its primary metric; with `all_rows`, all."""
     before = old.measurements if old is not None else {}
+    primary = new.hypothesis.primary_metric if new.hypothesis else None
     keys = {
         (variant, cls, metric)
         for side in (before, new.measurements)
@@ -188,7 +190,7 @@ def _metric_rows(old: Record | None, new: Record, all_rows: bool) -> list[Metric
     for variant, cls, metric in sorted(keys):
         b = before.get(variant, {}).get(cls, {}).get(metric)
         a = new.measurements.get(variant, {}).get(cls, {}).get(metric)
-        if not all_rows and b == a:
+        if not all_rows and (b == a or (old is None and primary and metric != primary)):
             continue
         change = a.mean / b.mean - 1 if a is not None and b is not None and b.mean else None
         unit = METRIC_UNITS.get(metric, "")

@@ -62,6 +62,10 @@ def merge_base(root: Path, a: str, b: str) -> str:
 
 def default_base(root: Path) -> str:
     """Where the current branch forked from the main branch (HEAD itself on the main branch)."""
+    try:
+        commit_of(root, "HEAD")
+    except UsageError as exc:
+        raise UsageError(f"{root}: no commit yet, so nothing to compare with") from exc
     main = main_branch(root)
     return merge_base(root, main, "HEAD") if main is not None else commit_of(root, "HEAD")
 
