@@ -7,9 +7,10 @@ the old file or the new one, never a torn one.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,15 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: b
     the fsyncs — still atomic for readers, but a power cut may lose the write: for files that
     are regenerated anyway (rendered pages), where fsync would cost most of the time.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a record is as readable as any file
+        try:
+            fd, tmp = _temporary_beside(path)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = _temporary_beside(path)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    try:
         with os.fdopen(fd, "wb") as out:
             out.write(content)
             out.flush()
@@ -42,22 +47,32 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: b
                 os.link(tmp, path)
             except FileExistsError as exc:
                 raise Conflict(f"{path}: already exists; not overwriting") from exc
-            tmp.unlink()
         if durable:
             _fsync_dir(path.parent)
     except OSError as exc:
         raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+_COUNTER = itertools.count()
 
 
-_UMASK = _current_umask()
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """A new, empty, hidden file next to `path`, readable as any file (the umask applies).
+
+    Named by process and counter, created exclusively: a leftover of a crashed writer with the
+    same name is skipped, never reused. Cheaper than `tempfile.mkstemp` (no random names, no
+    chmod), which matters when ten thousand pages are written.
+    """
+    folder, name = os.path.split(os.fspath(path))
+    while True:
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_COUNTER)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def _fsync_dir(folder: Path) -> None:

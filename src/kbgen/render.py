@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import html
+import os
 import re
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
@@ -178,6 +179,9 @@ def pages(kb: KnowledgeBase, templates: Path | None = None) -> dict[str, str]:
 def source_of(path: Path, records: Path | None = None) -> str:
     """A file's path as pages show it: from the knowledge base's folder, `records/x.yaml`."""
     if records is not None:
+        folder, name = os.fspath(records).rstrip("/"), os.fspath(path)
+        if name.startswith(folder + "/"):  # as listed from the folder: no path arithmetic
+            return f"{os.path.basename(os.path.abspath(folder))}/{name[len(folder) + 1 :]}"
         inside = path.absolute().relative_to(records.absolute())
         return f"{records.absolute().name}/{inside.as_posix()}"
     parts = path.parts
