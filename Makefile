@@ -26,7 +26,7 @@ site: $(STAMP)
 ## make test: lint, type-check, `kbgen check` of the example knowledge base, and the whole test
 ## suite, integration tests on a real vLLM included
 test: $(STAMP) lint vllm browser
-	$(BIN)/kbgen check
+	$(BIN)/kbgen check --every-record
 	$(BIN)/pytest
 
 ## make browser: Debian's Chromium, for the tests that load the built site in a real browser

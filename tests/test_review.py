@@ -330,7 +330,7 @@ def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) ->
     shutil.copytree(clean.parent, copy, ignore=shutil.ignore_patterns(".git"))
     result = check(copy / "records")
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    assert "note: id collisions not checked" in result.stderr  # type: ignore[attr-defined]
+    assert "note: not compared with a main branch" in result.stderr  # type: ignore[attr-defined]
 
 
 def test_review_difference_is_a_library_call(history: tuple[Path, dict[str, str]]) -> None:
@@ -484,3 +484,15 @@ def test_a_new_record_shows_its_primary_metric_unless_all(
     assert "| baseline | coding | `ttft_ms` (ms) | 80 | 10 |" in diff(
         records, c["start"], c["added"], "--all"
     )
+
+
+def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: Path) -> None:
+    _hand_edited(clean)
+    commit(clean.parent, "a hand edit that reached main")
+    docs = clean.parent / "docs"
+    args = ["check", "--records", str(clean), "--docs", str(docs)]
+    quick = CliRunner().invoke(cli, args)
+    assert quick.exit_code == 0, quick.output  # unchanged since the fork: not recomputed
+    assert "numbers recomputed from samples for the 0 record file(s) changed" in quick.stderr
+    full = CliRunner().invoke(cli, [*args, "--every-record"])
+    assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr

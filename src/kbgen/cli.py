@@ -460,15 +460,26 @@ def diff_command(
     "main_branch",
     help="The branch new record ids must not collide with (default: origin/HEAD, main or master).",
 )
+@click.option(
+    "--every-record",
+    is_flag=True,
+    help="Recompute every record's numbers from its samples, not only the records this branch "
+    "changed.",
+)
 def check_command(
-    records: Path, docs: Path, templates: Path | None, main_branch: str | None
+    records: Path,
+    docs: Path,
+    templates: Path | None,
+    main_branch: str | None,
+    every_record: bool,
 ) -> None:
     """Everything a reviewer's CI should refuse, one line per problem.
 
     Validates every record and plan, checks that docs/ is what `kbgen render` would write,
     and lints: record ids this branch adds that the main branch added too, Markdown links to
     pages that do not exist, measured records without their samples file, and numbers edited
-    by hand so they no longer follow from the samples.
+    by hand so they no longer follow from the samples (recomputed for the records this branch
+    changed since it forked from the main branch; --every-record for all).
 
     \b
     Example:
@@ -476,7 +487,7 @@ def check_command(
     """
     from kbgen import review
 
-    report = review.check(records, docs, templates, main_branch)
+    report = review.check(records, docs, templates, main_branch, every_record)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     if report.problems:

@@ -104,3 +104,10 @@ def show(root: Path, rev: str, path: str) -> bytes | None:
         return _git(root, "show", f"{commit_of(root, rev)}:{path}")
     except UsageError:
         return None
+
+
+def changed_files(root: Path, rev: str, folder: str) -> list[str]:
+    """Files under `folder` that differ between `rev` and the working tree, untracked included."""
+    tracked = _git(root, "diff", "--name-only", "--no-renames", commit_of(root, rev), "--", folder)
+    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "--", folder)
+    return sorted({*tracked.decode().splitlines(), *untracked.decode().splitlines()})

@@ -116,22 +116,86 @@ class Report:
     notes: list[str]  # what could not be checked, and why
 
 
+@dataclass(frozen=True)
+class Fork:
+    """Where this branch left the main branch, for the lints that compare with it."""
+
+    root: Path
+    branch: str
+    commit: str
+
+
 def check(
-    records: Path, docs: Path, templates: Path | None = None, main: str | None = None
+    records: Path,
+    docs: Path,
+    templates: Path | None = None,
+    main: str | None = None,
+    every_record: bool = False,
 ) -> Report:
-    """Validate, compare docs/ with a fresh render, and lint; every problem found."""
+    """Validate, compare docs/ with a fresh render, and lint; every problem found.
+
+    Recomputing a record's numbers from its samples runs a bootstrap per class (about a second
+    a record), so in git it is done for the records this branch changed since it forked from
+    the main branch, unless `every_record`; outside git, for every record.
+    """
     base = kb.load([records])
     if base.problems:
         return Report(base.problems, ["docs/ and lints not checked until every file is valid"])
     stale = build.render_site(records, docs, templates, check=True)
     problems = [Problem(docs / rel, None, "", "stale: run `kbgen render`") for rel in stale]
-    problems += lint(base, docs)
-    collisions, notes = id_collisions(base, records, main)
-    return Report(sorted(problems + collisions), notes)
+    fork, notes = _fork(records, main)
+    changed = None if fork is None or every_record else _changed_since(fork, records)
+    problems += lint(base, docs, changed)
+    if fork is not None:
+        problems += id_collisions(base, records, fork)
+        if changed is not None:
+            notes.append(
+                f"numbers recomputed from samples for the {len(changed)} record file(s) changed "
+                f"since this branch left {fork.branch}; --every-record for all"
+            )
+    return Report(sorted(problems), notes)
 
 
-def lint(base: KnowledgeBase, docs: Path) -> list[Problem]:
-    """Dangling links, missing samples and hand-edited numbers in a valid knowledge base."""
+def _fork(records: Path, main: str | None) -> tuple[Fork | None, list[str]]:
+    """The fork point from the main branch, or None with a note saying why there is none.
+
+    A `main` named explicitly must exist: a typo must not pass for a clean check.
+    """
+    try:
+        root = gitrepo.toplevel(records)
+    except UsageError as exc:
+        return None, [f"not compared with a main branch: {exc}"]
+    if main is not None:
+        gitrepo.commit_of(root, main)  # UsageError for a revision that does not exist
+    branch = main or gitrepo.main_branch(root)
+    if branch is None:
+        return None, ["not compared with a main branch: none found (origin/HEAD, main, master)"]
+    return Fork(root, branch, gitrepo.merge_base(root, branch, "HEAD")), []
+
+
+def _changed_since(fork: Fork, records: Path) -> set[Path]:
+    """Record files whose YAML or samples differ from the fork point (uncommitted included)."""
+    folder = _inside(fork.root, records)
+    names = gitrepo.changed_files(fork.root, fork.commit, folder)
+    paths = {fork.root / name for name in names}
+    for path in list(paths):
+        if path.name.endswith(".samples.jsonl.gz"):  # new samples: their record is changed too
+            paths.add(path.with_name(path.name.removesuffix(".samples.jsonl.gz") + ".yaml"))
+    resolved = {p.resolve() for p in paths}
+    return {p for p in _record_files(records) if p.resolve() in resolved}
+
+
+def _record_files(records: Path) -> list[Path]:
+    from kbgen import files
+
+    return [p for p in files.iter_yaml_files([records]) if kb.kind_of(p) is Record]
+
+
+def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> list[Problem]:
+    """Dangling links, missing samples and hand-edited numbers in a valid knowledge base.
+
+    Numbers are recomputed for the record files in `changed` (None: every record).
+    """
     from kbgen import record as record_stage
 
     problems = []
@@ -157,7 +221,8 @@ def lint(base: KnowledgeBase, docs: Path) -> list[Problem]:
                 message = f"{samples.name} is missing (not committed?)"
                 problems.append(located(path, ["raw_samples", "path"], message))
                 continue
-            problems += record_stage.check(path)
+            if changed is None or path in changed:
+                problems += record_stage.check(path)
         elif record.provenance is not None and record.provenance.source == "measured":
             problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems
@@ -183,35 +248,19 @@ def _links(doc: Record | Plan) -> Iterator[tuple[list[str | int], str]]:
                 yield loc, page
 
 
-def id_collisions(
-    base: KnowledgeBase, records: Path, main: str | None
-) -> tuple[list[Problem], list[str]]:
-    """Record ids added both here and on the main branch since they forked.
-
-    Without git, or without a main branch to compare with, the lint is skipped with a note;
-    a `main` named explicitly must exist (a typo must not pass for a clean check).
-    """
-    try:
-        root = gitrepo.toplevel(records)
-    except UsageError as exc:
-        return [], [f"id collisions not checked: {exc}"]
-    if main is not None:
-        gitrepo.commit_of(root, main)  # UsageError for a revision that does not exist
-    branch = main or gitrepo.main_branch(root)
-    if branch is None:
-        return [], ["id collisions not checked: no main branch (origin/HEAD, main, master)"]
-    fork = gitrepo.merge_base(root, branch, "HEAD")
-    folder = _inside(root, records)
-    before = _ids_at(root, fork, folder)
-    theirs = _ids_at(root, branch, folder) - before
+def id_collisions(base: KnowledgeBase, records: Path, fork: Fork) -> list[Problem]:
+    """Record ids added both here and on the main branch since they forked."""
+    folder = _inside(fork.root, records)
+    before = _ids_at(fork.root, fork.commit, folder)
+    theirs = _ids_at(fork.root, fork.branch, folder) - before
     problems = []
     for (kind, doc_id), path in sorted(base.paths.items()):
         if kind != "record" or doc_id not in theirs or doc_id in before:
             continue
-        if path.read_bytes() != gitrepo.show(root, branch, _inside(root, path)):  # not a merge
-            message = f"{branch} also added a record {doc_id!r} since this branch forked"
+        if path.read_bytes() != gitrepo.show(fork.root, fork.branch, _inside(fork.root, path)):
+            message = f"{fork.branch} also added a record {doc_id!r} since this branch forked"
             problems.append(located(path, ["id"], message + ": rename one of them"))
-    return problems, []
+    return problems
 
 
 def _ids_at(root: Path, rev: str, folder: str) -> set[str]:
