@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbgen.kb import Card, KnowledgeBase, task_states
-from kbgen.models import METRIC_UNITS, Record, Summary
+from kbgen.models import METRIC_UNITS, Plan, Record, Summary
 
 COMMENT_MARKER = "<!-- kbgen-diff -->"  # how a CI job finds its own comment to update
 
@@ -98,10 +98,28 @@ class Difference:
         return not (self.records or self.tasks or self.warnings)
 
 
-def compare(
-    base: KnowledgeBase, head: KnowledgeBase, base_name: str, head_name: str, all_rows: bool = False
-) -> Difference:
-    """Everything that differs between two knowledge bases, in a stable order.
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: every record's card, and full models where they are needed.
+
+    `records` holds at least every record that differs from the other side and the records
+    those supersede — on both sides where they exist, so that a record present on one side
+    only was truly added or removed. A knowledge base loaded in full is a side as it is.
+    """
+
+    name: str  # a short commit id, or "working tree"
+    cards: dict[str, Card]  # every valid record
+    records: dict[str, Record]
+    plans: dict[str, Plan]
+
+    @classmethod
+    def of(cls, name: str, kb: KnowledgeBase) -> Side:
+        cards = {r.id: Card.of(r) for r in kb.records.values()}
+        return cls(name, cards, dict(kb.records), dict(kb.plans))
+
+
+def compare(base: Side, head: Side, all_rows: bool = False) -> Difference:
+    """Everything that differs between two sides, in a stable order.
 
     Warnings concern what changed: a record that did not change, in a plan that did not,
     raises none (it did when it changed).
@@ -113,7 +131,7 @@ def compare(
             continue
         changes.append(_record_change(old, new, all_rows))
     return Difference(
-        base_name, head_name, changes, _task_changes(base, head), _warnings(base, head)
+        base.name, head.name, changes, _task_changes(base, head), _warnings(base, head)
     )
 
 
@@ -213,9 +231,8 @@ def _change_ci(base: Summary | None, head: Summary | None) -> tuple[float, float
     return ratio - 1 - half, ratio - 1 + half
 
 
-def _task_changes(base: KnowledgeBase, head: KnowledgeBase) -> list[TaskChange]:
-    base_cards = [Card.of(r) for r in base.records.values()]
-    head_cards = [Card.of(r) for r in head.records.values()]
+def _task_changes(base: Side, head: Side) -> list[TaskChange]:
+    base_cards, head_cards = list(base.cards.values()), list(head.cards.values())
     changes = []
     for plan_id in sorted(base.plans.keys() | head.plans.keys()):
         plan = head.plans.get(plan_id) or base.plans[plan_id]
@@ -243,7 +260,7 @@ def _task_changes(base: KnowledgeBase, head: KnowledgeBase) -> list[TaskChange]:
     return changes
 
 
-def _warnings(base: KnowledgeBase, head: KnowledgeBase) -> list[str]:
+def _warnings(base: Side, head: Side) -> list[str]:
     warnings = []
     for record_id, new in sorted(head.records.items()):
         old = base.records.get(record_id)
@@ -274,7 +291,7 @@ def _warnings(base: KnowledgeBase, head: KnowledgeBase) -> list[str]:
         or record_id not in head.records
         or _dump(base.records[record_id]) != _dump(head.records[record_id])
     }
-    cards = [Card.of(r) for r in head.records.values()]
+    cards = list(head.cards.values())
     for plan_id, plan in sorted(head.plans.items()):
         plan_changed = plan_id not in base.plans or base.plans[plan_id] != plan
         for task_id, state in task_states(cards, plan).items():

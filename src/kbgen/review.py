@@ -16,6 +16,7 @@ Lint classes:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -26,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from kbgen import build, gitrepo, kb
-from kbgen.diff import Difference, compare, to_json
+from kbgen.diff import Difference, Side, compare, to_json
 from kbgen.errors import InvalidInput, Problem, UsageError
-from kbgen.kb import KnowledgeBase, located
+from kbgen.kb import Card, KnowledgeBase, located
 from kbgen.models import Plan, Record
 
 WORKING_TREE = "working tree"
@@ -57,6 +58,9 @@ def difference(
     Files that do not validate on the head side are an InvalidInput, located as
     `REV:path:line` for a revision: review valid evidence. The base side is history; its
     invalid files are left out, with a warning, so they do not pass for new records.
+
+    Both sides are read in parallel as small summaries (a card and a digest per record); full
+    models are loaded only for the records whose files differ and those they supersede.
     """
     root, revs = resolve(records, base, head)
     base_name = gitrepo.short(root, revs.base)
@@ -67,9 +71,58 @@ def difference(
         if new.problems:
             raise InvalidInput([_named(p, new_root, head_name) for p in new.problems])
         skipped = sorted({str(_named(p, old_root, base_name).path) for p in old.problems})
-    result = compare(old, new, base_name, head_name, all_rows)
+        base_side, head_side = _side(base_name, old), _side(head_name, new)
+        differ = {
+            record_id
+            for record_id in base_side.digests.keys() | head_side.digests.keys()
+            if base_side.digests.get(record_id) != head_side.digests.get(record_id)
+        }
+        superseded = {
+            target
+            for side in (base_side, head_side)
+            for record_id in differ & side.cards.keys()
+            for target in side.cards[record_id].supersedes
+        }
+        sides = [side.with_models(differ | superseded) for side in (base_side, head_side)]
+    result = compare(sides[0], sides[1], all_rows)
     notes = [f"`{path}` does not validate: left out of the base" for path in skipped]
     return dataclasses.replace(result, warnings=notes + result.warnings)
+
+
+def summary(doc: Record | Plan, path: Path) -> dict[str, Any]:
+    """For `kb.load(each=)`: a plan's data, or a record's card and the digest of its file."""
+    if isinstance(doc, Plan):
+        return {"plan": doc.model_dump(mode="json")}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"card": Card.of(doc).to_json(), "digest": digest}
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One side as `summary` read it: cards, file digests and plans; models on request."""
+
+    name: str
+    kb: KnowledgeBase
+    cards: dict[str, Card]
+    digests: dict[str, str]
+    paths: dict[str, Path]
+
+    def with_models(self, wanted: set[str]) -> Side:
+        records = {
+            i: kb.load_model(self.paths[i], Record) for i in sorted(wanted & self.paths.keys())
+        }
+        plans = [Plan.model_validate(p["plan"]) for p in self.kb.products.values() if "plan" in p]
+        return Side(self.name, self.cards, records, {plan.id: plan for plan in plans})
+
+
+def _side(name: str, loaded: KnowledgeBase) -> _Loaded:
+    cards, digests, paths = {}, {}, {}
+    for path, product in loaded.products.items():
+        if "card" in product:
+            record_id = product["card"]["id"]
+            cards[record_id] = Card.from_json(product["card"])
+            digests[record_id], paths[record_id] = product["digest"], path
+    return _Loaded(name, loaded, cards, digests, paths)
 
 
 def output(
@@ -94,8 +147,9 @@ def _load_at(
 ) -> tuple[KnowledgeBase, Path | None]:
     """The knowledge base at `rev`, and the folder it was exported to (None: the files on disk)."""
     if rev is None:
-        return kb.load([records]), None
-    return kb.load([gitrepo.export(root, rev, _inside(root, records), scratch)]), scratch
+        return kb.load([records], each=summary), None
+    folder = gitrepo.export(root, rev, _inside(root, records), scratch)
+    return kb.load([folder], each=summary), scratch
 
 
 def _inside(root: Path, path: Path) -> str:
