@@ -496,3 +496,21 @@ def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: P
     assert "numbers recomputed from samples for the 0 record file(s) changed" in quick.stderr
     full = CliRunner().invoke(cli, [*args, "--every-record"])
     assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr
+
+
+def test_reading_only_the_differing_files_gives_the_full_comparison(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    from kbgen import diff, gitrepo, kb
+
+    records, c = history
+    repo = records.parent
+    order = ["start", "added", "flipped", "superseded", "deleted"]
+    for i, older in enumerate(order):
+        for newer in order[i + 1 :]:
+            sides = []
+            for rev in (c[older], c[newer]):
+                folder = gitrepo.export(repo, rev, "records", tmp_path / f"{older}-{newer}-{rev}")
+                sides.append(diff.Side.of(gitrepo.short(repo, rev), kb.load([folder])))
+            full = diff.compare(sides[0], sides[1])
+            assert review.difference(records, c[older], c[newer]) == full, (older, newer)

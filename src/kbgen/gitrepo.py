@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from kbgen.errors import UsageError
@@ -70,16 +71,21 @@ def default_base(root: Path) -> str:
     return merge_base(root, main, "HEAD") if main is not None else commit_of(root, "HEAD")
 
 
-def export(root: Path, rev: str, folder: str, dest: Path) -> Path:
+def export(
+    root: Path, rev: str, folder: str, dest: Path, only: Iterable[str] | None = None
+) -> Path:
     """`folder` (relative to the repository root) as it was at `rev`, written under `dest`.
 
-    Returns the exported folder, empty when it did not exist at that revision.
+    With `only`, just those of its files (repository-relative paths; those missing at `rev`
+    are ignored). Returns the exported folder, empty when it did not exist at that revision.
     """
     target = dest / folder
     target.mkdir(parents=True, exist_ok=True)
-    listed = _git(root, "ls-tree", "--name-only", commit_of(root, rev), "--", folder)
-    if listed.strip():
-        tar = _git(root, "archive", "--format=tar", rev, "--", folder)
+    names = files_at(root, rev, folder)
+    if only is not None:
+        names = sorted(set(names) & set(only))
+    if names:
+        tar = _git(root, "archive", "--format=tar", commit_of(root, rev), "--", *names)
         try:
             with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
                 archive.extractall(dest, filter="data")  # no links out, no absolute paths
@@ -106,8 +112,12 @@ def show(root: Path, rev: str, path: str) -> bytes | None:
         return None
 
 
-def changed_files(root: Path, rev: str, folder: str) -> list[str]:
-    """Files under `folder` that differ between `rev` and the working tree, untracked included."""
+def changed_files(root: Path, rev: str, folder: str, head: str | None = None) -> list[str]:
+    """Files under `folder` that differ between `rev` and `head`, or the working tree (None;
+    untracked files included)."""
+    if head is not None:
+        listed = _git(root, "diff", "--name-only", "--no-renames", rev, head, "--", folder)
+        return sorted(listed.decode().splitlines())
     tracked = _git(root, "diff", "--name-only", "--no-renames", commit_of(root, rev), "--", folder)
-    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "--", folder)
+    untracked = _git(root, "ls-files", "--others", "--", folder)  # ignored ones too: they count
     return sorted({*tracked.decode().splitlines(), *untracked.decode().splitlines()})

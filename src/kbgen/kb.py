@@ -145,6 +145,7 @@ def load(
     each: Callable[[Record | Plan, Path], Any] | None = None,
     cache_key: str = "",
     trust: Callable[[Any], bool] | None = None,
+    references: bool = True,
 ) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked.
 
@@ -158,6 +159,7 @@ def load(
     must then be JSON data — come from the cache. Models cannot be cached, so a cache needs
     ``models=False`` or `each`; `cache_key` names whatever else the products depend on, and
     `trust`, when given, may turn down a cached product (the file is then parsed again).
+    With ``references=False`` links between files are not checked (for a partial set of files).
     """
     if cache is not None and models and each is None:
         raise ValueError("a cache serves loads without models, or with `each`")
@@ -206,7 +208,8 @@ def load(
         kb.facts[path] = facts
     if cached is not None:
         cached.save()
-    kb.problems.extend(_reference_problems(kb))
+    if references:
+        kb.problems.extend(_reference_problems(kb))
     return kb
 
 

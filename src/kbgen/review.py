@@ -65,13 +65,28 @@ def difference(
     root, revs = resolve(records, base, head)
     base_name = gitrepo.short(root, revs.base)
     head_name = WORKING_TREE if revs.head is None else gitrepo.short(root, revs.head)
+    folder = _inside(root, records)
+    differing = set(gitrepo.changed_files(root, revs.base, folder, revs.head))
+    plans = {n for n in gitrepo.files_at(root, revs.base, folder) if kb.kind_of(Path(n)) is Plan}
     with tempfile.TemporaryDirectory(prefix="kbgen-diff-") as scratch:
-        old, old_root = _load_at(root, revs.base, records, Path(scratch) / "base")
         new, new_root = _load_at(root, revs.head, records, Path(scratch) / "head")
         if new.problems:
             raise InvalidInput([_named(p, new_root, head_name) for p in new.problems])
-        skipped = sorted({str(_named(p, old_root, base_name).path) for p in old.problems})
-        base_side, head_side = _side(base_name, old), _side(head_name, new)
+        head_side = _side(head_name, new)
+        # the base differs from the head only in `differing`: read just those files (and the
+        # plans) at the base; every other record is the head's, byte for byte
+        only = gitrepo.export(root, revs.base, folder, Path(scratch) / "base", differing | plans)
+        old = kb.load([only], each=summary, references=False)
+        skipped = sorted(
+            {str(_named(p, Path(scratch) / "base", base_name).path) for p in old.problems}
+        )
+        base_side = _side(base_name, old)
+        for record_id, path in head_side.paths.items():
+            relative = _inside(root, path) if new_root is None else path.relative_to(new_root)
+            if str(relative) not in differing and record_id not in base_side.cards:
+                base_side.cards[record_id] = head_side.cards[record_id]
+                base_side.digests[record_id] = head_side.digests[record_id]
+                base_side.paths[record_id] = path
         differ = {
             record_id
             for record_id in base_side.digests.keys() | head_side.digests.keys()
