@@ -207,7 +207,7 @@ def check(
     a record), so in git it is done for the records this branch changed since it forked from
     the main branch, unless `every_record`; outside git, for every record.
     """
-    base = kb.load([records])
+    base = kb.load([records], each=lint_facts)
     if base.problems:
         return Report(base.problems, ["docs/ and lints not checked until every file is valid"])
     stale = build.render_site(records, docs, templates, check=True)
@@ -260,39 +260,43 @@ def _record_files(records: Path) -> list[Path]:
     return [p for p in files.iter_yaml_files([records]) if kb.kind_of(p) is Record]
 
 
+def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
+    """For `kb.load(each=)`: what the lints need of one file, found where it was parsed."""
+    facts: dict[str, Any] = {"links": [[loc, target] for loc, target in _links(doc)]}
+    if isinstance(doc, Record):
+        facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
+        facts["measured"] = doc.provenance is not None and doc.provenance.source == "measured"
+    return facts
+
+
 def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> list[Problem]:
-    """Dangling links, missing samples and hand-edited numbers in a valid knowledge base.
+    """Dangling links, missing samples and hand-edited numbers in a knowledge base loaded with
+    ``each=lint_facts`` and valid.
 
     Numbers are recomputed for the record files in `changed` (None: every record).
     """
     from kbgen import record as record_stage
 
+    pages = {"records/index.md", "plans/index.md"}
+    pages |= {f"{kind}s/{doc_id}.md" for kind, doc_id in base.paths}
     problems = []
-    pages = {f"records/{r}.md" for r in base.records} | {f"plans/{p}.md" for p in base.plans}
-    pages |= {"records/index.md", "plans/index.md"}
-    kinds: list[tuple[str, list[Record | Plan]]] = [
-        ("records", [*base.records.values()]),
-        ("plans", [*base.plans.values()]),
-    ]
-    for folder, docs_of_kind in kinds:
-        for doc in docs_of_kind:
-            path = base.path_of(doc)
-            for loc, target in _links(doc):
-                page = os.path.normpath(os.path.join(folder, target))
-                if page not in pages and not (docs / page).is_file():
-                    message = f"links to {target!r}, a page that does not exist"
-                    problems.append(located(path, loc, message))
-    for record in base.records.values():
-        path = base.path_of(record)
-        if record.raw_samples is not None:
-            samples = path.parent / record.raw_samples.path
+    for (kind, _), path in sorted(base.paths.items()):
+        facts = base.products[path]
+        for loc, target in facts["links"]:
+            page = os.path.normpath(os.path.join(f"{kind}s", target))
+            if page not in pages and not (docs / page).is_file():
+                message = f"links to {target!r}, a page that does not exist"
+                problems.append(located(path, loc, message))
+        if kind != "record":
+            continue
+        if facts["samples"] is not None:
+            samples = path.parent / facts["samples"]
             if not samples.exists():
                 message = f"{samples.name} is missing (not committed?)"
                 problems.append(located(path, ["raw_samples", "path"], message))
-                continue
-            if changed is None or path in changed:
+            elif changed is None or path in changed:
                 problems += record_stage.check(path)
-        elif record.provenance is not None and record.provenance.source == "measured":
+        elif facts["measured"]:
             problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems
 
