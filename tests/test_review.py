@@ -498,19 +498,86 @@ def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: P
     assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr
 
 
+def _full_side(repo: Path, rev: str | None, dest: Path) -> object:
+    """The naive reading, independent of kbgen's git code: the whole folder, loaded in full."""
+    from kbgen import diff, kb
+
+    if rev is None:
+        return diff.Side.of(review.WORKING_TREE, kb.load([repo / "records"]))
+    dest.mkdir(parents=True)
+    tar = subprocess.run(["git", "archive", rev, "records"], cwd=repo, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
+    short = git(repo, "rev-parse", "--short", rev)
+    return diff.Side.of(short, kb.load([dest / "records"]))
+
+
 def test_reading_only_the_differing_files_gives_the_full_comparison(
     history: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    from kbgen import diff, gitrepo, kb
+    from kbgen import diff
 
     records, c = history
     repo = records.parent
     order = ["start", "added", "flipped", "superseded", "deleted"]
     for i, older in enumerate(order):
         for newer in order[i + 1 :]:
-            sides = []
-            for rev in (c[older], c[newer]):
-                folder = gitrepo.export(repo, rev, "records", tmp_path / f"{older}-{newer}-{rev}")
-                sides.append(diff.Side.of(gitrepo.short(repo, rev), kb.load([folder])))
-            full = diff.compare(sides[0], sides[1])
+            base = _full_side(repo, c[older], tmp_path / older / newer / "base")
+            head = _full_side(repo, c[newer], tmp_path / older / newer / "head")
+            full = diff.compare(base, head)  # type: ignore[arg-type]
             assert review.difference(records, c[older], c[newer]) == full, (older, newer)
+
+
+def test_the_working_tree_as_head_matches_the_full_comparison(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    from kbgen import diff
+
+    records, c = history
+    repo = records.parent
+    (records / "ngram-rerun.yaml").unlink()  # an uncommitted deletion
+    flipped = (records / "ngram-test.yaml").read_text()
+    (records / "ngram-test.yaml").write_text(flipped.replace("n-gram vs baseline", "edited"))
+    (records / "untracked.yaml").write_text(RECORD.replace("id: ngram-test", "id: untracked"))
+    (repo / ".gitignore").write_text("records/ignored.yaml\n")
+    (records / "ignored.yaml").write_text(RECORD.replace("id: ngram-test", "id: ignored"))
+    git(repo, "update-index", "--assume-unchanged", "records/plans/next-steps.yaml")
+    plan = records / "plans" / "next-steps.yaml"
+    plan.write_text(plan.read_text().replace("Train a draft model", "Train a draft"))
+    for older in ("start", "superseded", "deleted"):
+        base = _full_side(repo, c[older], tmp_path / older)
+        full = diff.compare(base, _full_side(repo, None, tmp_path / "unused"))  # type: ignore[arg-type]
+        assert review.difference(records, c[older]) == full, older
+    out = review.output(records, c["deleted"], None, False, "markdown")
+    assert "#### edited (`ngram-test`)" in out and "(`untracked`)" in out and "(`ignored`)" in out
+
+
+def test_any_file_name_and_a_folder_below_the_root(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    records = repo / "données" / "records"
+    (records / "plans").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    (records / "ngram-test.yaml").write_text(RECORD)
+    (records / "notes – é.md").write_text("not a record\n")
+    first = commit(repo, "first")
+    (records / "ngram-test.yaml").write_text(FLIPPED)
+    second = commit(repo, "second")
+    out = diff(records, first, second)
+    assert "Verdict **refuted** → **supported**" in out
+
+
+def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
+    path = next(clean.glob("*.yaml"))
+    samples = next(clean.glob("*.samples.jsonl.gz"))
+    (clean / "samples").mkdir()
+    moved = clean / "samples" / "run.jsonl.gz"
+    samples.rename(moved)
+    doc = store.load_document(path)
+    doc.data["raw_samples"]["path"] = "samples/run.jsonl.gz"
+    store.save(doc)
+    render_docs(clean)
+    commit(clean.parent, "samples in a folder of their own")
+    moved.write_bytes(b"not the samples")  # the branch replaces them: their record is changed
+    result = check(clean)
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr  # type: ignore[attr-defined]

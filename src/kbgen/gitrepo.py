@@ -1,15 +1,16 @@
 """The git edge: the only module that runs git.
 
-`kbgen diff` and `kbgen check` compare the knowledge base at two revisions. A revision's
-`records/` folder is exported into a temporary folder (`git archive`) and loaded like any other,
-so the comparison sees exactly what validation and rendering see.
+`kbgen diff` and `kbgen check` compare the knowledge base at two revisions. A revision's files
+are exported into a temporary folder and loaded like any other, so the comparison sees exactly
+what validation and rendering see. File names go through git NUL-separated and as literal
+pathspecs (any character, any number of files), and file contents through `git cat-file
+--batch` on stdin, so no command line grows with the knowledge base.
 """
 
 from __future__ import annotations
 
-import io
+import hashlib
 import subprocess
-import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from kbgen.errors import UsageError
 MAIN_BRANCHES = ("origin/HEAD", "origin/main", "origin/master", "main", "master")
 
 
-def _git(cwd: Path, *args: str) -> bytes:
+def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    command = ["git", "--literal-pathspecs", *args]
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+        done = subprocess.run(command, cwd=cwd, input=stdin, capture_output=True, check=False)
     except FileNotFoundError as exc:
         raise UsageError("git is not installed; kbgen diff needs it") from exc
     if done.returncode != 0:
@@ -77,21 +79,44 @@ def export(
     """`folder` (relative to the repository root) as it was at `rev`, written under `dest`.
 
     With `only`, just those of its files (repository-relative paths; those missing at `rev`
-    are ignored). Returns the exported folder, empty when it did not exist at that revision.
+    are ignored). Only regular files are written (a symbolic link is not followed out).
+    Returns the exported folder, empty when it did not exist at that revision.
     """
     target = dest / folder
     target.mkdir(parents=True, exist_ok=True)
-    names = files_at(root, rev, folder)
-    if only is not None:
-        names = sorted(set(names) & set(only))
-    if names:
-        tar = _git(root, "archive", "--format=tar", commit_of(root, rev), "--", *names)
-        try:
-            with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-                archive.extractall(dest, filter="data")  # no links out, no absolute paths
-        except tarfile.TarError as exc:
-            raise UsageError(f"{folder} at {rev}: cannot be read safely: {exc}") from exc
+    blobs = blobs_at(root, rev, folder)
+    names = sorted(blobs if only is None else blobs.keys() & set(only))
+    request = b"".join(blobs[name].encode() + b"\n" for name in names)
+    out = _git(root, "cat-file", "--batch", stdin=request)
+    at = 0
+    for name in names:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        content = out[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1  # the content, then a newline
+        path = dest / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
     return target
+
+
+def blobs_at(root: Path, rev: str, folder: str) -> dict[str, str]:
+    """The regular files under `folder` at `rev` (repository-relative) with their blob ids."""
+    listed = _git(root, "ls-tree", "-r", "-z", "--full-tree", commit_of(root, rev), "--", folder)
+    blobs = {}
+    for entry in listed.decode().split("\0"):
+        if not entry:
+            continue
+        meta, name = entry.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if kind == "blob" and mode in ("100644", "100755") and ".." not in name.split("/"):
+            blobs[name] = blob
+    return blobs
+
+
+def blob_id(content: bytes) -> str:
+    """The id git gives a file with these bytes (so a file on disk can be matched without git)."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content, usedforsecurity=False).hexdigest()
 
 
 def short(root: Path, rev: str) -> str:
@@ -99,9 +124,8 @@ def short(root: Path, rev: str) -> str:
 
 
 def files_at(root: Path, rev: str, folder: str) -> list[str]:
-    """Paths of the files under `folder` at `rev`, relative to the repository root."""
-    listed = _git(root, "ls-tree", "-r", "--name-only", commit_of(root, rev), "--", folder)
-    return listed.decode().splitlines()
+    """Paths of the regular files under `folder` at `rev`, relative to the repository root."""
+    return sorted(blobs_at(root, rev, folder))
 
 
 def show(root: Path, rev: str, path: str) -> bytes | None:
@@ -112,12 +136,12 @@ def show(root: Path, rev: str, path: str) -> bytes | None:
         return None
 
 
-def changed_files(root: Path, rev: str, folder: str, head: str | None = None) -> list[str]:
-    """Files under `folder` that differ between `rev` and `head`, or the working tree (None;
-    untracked files included)."""
-    if head is not None:
-        listed = _git(root, "diff", "--name-only", "--no-renames", rev, head, "--", folder)
-        return sorted(listed.decode().splitlines())
-    tracked = _git(root, "diff", "--name-only", "--no-renames", commit_of(root, rev), "--", folder)
-    untracked = _git(root, "ls-files", "--others", "--", folder)  # ignored ones too: they count
-    return sorted({*tracked.decode().splitlines(), *untracked.decode().splitlines()})
+def changed_files(root: Path, rev: str, folder: str) -> list[str]:
+    """Files under `folder` that differ between `rev` and the working tree, untracked and ignored
+    ones included (repository-relative)."""
+    tracked = _git(
+        root, "diff", "--name-only", "-z", "--no-renames", commit_of(root, rev), "--", folder
+    )
+    untracked = _git(root, "ls-files", "-z", "--others", "--", folder)
+    names = [*tracked.decode().split("\0"), *untracked.decode().split("\0")]
+    return sorted({name for name in names if name})

@@ -16,7 +16,6 @@ Lint classes:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -56,41 +55,52 @@ def difference(
     """The knowledge base under `records` at `base` compared with `head` (or the working tree).
 
     Files that do not validate on the head side are an InvalidInput, located as
-    `REV:path:line` for a revision: review valid evidence. The base side is history; its
-    invalid files are left out, with a warning, so they do not pass for new records.
+    `REV:path:line` for a revision: review valid evidence. The base side is history; files that
+    do not validate there on their own are left out, with a warning, so they do not pass for new
+    records.
 
-    Both sides are read in parallel as small summaries (a card and a digest per record); full
-    models are loaded only for the records whose files differ and those they supersede.
+    The head is read in full, each file summarized in the process that parses it (a card or a
+    plan, and the file's git blob id). At the base only the files whose blob differs from the
+    head's file at the same place are read; every other file is the head's, byte for byte. Full
+    models are loaded only for the records that differ and those they supersede.
     """
     root, revs = resolve(records, base, head)
     base_name = gitrepo.short(root, revs.base)
     head_name = WORKING_TREE if revs.head is None else gitrepo.short(root, revs.head)
     folder = _inside(root, records)
-    differing = set(gitrepo.changed_files(root, revs.base, folder, revs.head))
-    plans = {n for n in gitrepo.files_at(root, revs.base, folder) if kb.kind_of(Path(n)) is Plan}
     with tempfile.TemporaryDirectory(prefix="kbgen-diff-") as scratch:
         new, new_root = _load_at(root, revs.head, records, Path(scratch) / "head")
         if new.problems:
             raise InvalidInput([_named(p, new_root, head_name) for p in new.problems])
-        head_side = _side(head_name, new)
-        # the base differs from the head only in `differing`: read just those files (and the
-        # plans) at the base; every other record is the head's, byte for byte
-        only = gitrepo.export(root, revs.base, folder, Path(scratch) / "base", differing | plans)
-        old = kb.load([only], each=summary, references=False)
+        head_files = {  # repository-relative name -> (path, product)
+            (
+                f"{folder}/{path.relative_to(records).as_posix()}"
+                if new_root is None
+                else path.relative_to(new_root).as_posix()
+            ): (path, product)
+            for path, product in new.products.items()
+        }
+        base_blobs = {
+            n: b for n, b in gitrepo.blobs_at(root, revs.base, folder).items() if _listed(n)
+        }
+        same = {
+            n
+            for n, blob in base_blobs.items()
+            if n in head_files and head_files[n][1]["blob"] == blob
+        }
+        exported = gitrepo.export(
+            root, revs.base, folder, Path(scratch) / "base", base_blobs.keys() - same
+        )
+        old = kb.load([exported], each=summary, references=False)
         skipped = sorted(
             {str(_named(p, Path(scratch) / "base", base_name).path) for p in old.problems}
         )
-        base_side = _side(base_name, old)
-        for record_id, path in head_side.paths.items():
-            relative = _inside(root, path) if new_root is None else path.relative_to(new_root)
-            if str(relative) not in differing and record_id not in base_side.cards:
-                base_side.cards[record_id] = head_side.cards[record_id]
-                base_side.digests[record_id] = head_side.digests[record_id]
-                base_side.paths[record_id] = path
+        base_products = {**old.products, **{head_files[n][0]: head_files[n][1] for n in same}}
+        base_side, head_side = _side(base_name, base_products), _side(head_name, new.products)
         differ = {
             record_id
-            for record_id in base_side.digests.keys() | head_side.digests.keys()
-            if base_side.digests.get(record_id) != head_side.digests.get(record_id)
+            for record_id in base_side.blobs.keys() | head_side.blobs.keys()
+            if base_side.blobs.get(record_id) != head_side.blobs.get(record_id)
         }
         superseded = {
             target
@@ -104,40 +114,48 @@ def difference(
     return dataclasses.replace(result, warnings=notes + result.warnings)
 
 
+def _listed(name: str) -> bool:
+    """Whether `files.iter_yaml_files` would list this repository path (hidden parts skipped)."""
+    parts = name.split("/")
+    return name.endswith((".yaml", ".yml")) and not any(p.startswith(".") for p in parts)
+
+
 def summary(doc: Record | Plan, path: Path) -> dict[str, Any]:
-    """For `kb.load(each=)`: a plan's data, or a record's card and the digest of its file."""
+    """For `kb.load(each=)`: a plan's data or a record's card, with the file's git blob id."""
+    blob = gitrepo.blob_id(path.read_bytes())
     if isinstance(doc, Plan):
-        return {"plan": doc.model_dump(mode="json")}
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"card": Card.of(doc).to_json(), "digest": digest}
+        return {"plan": doc.model_dump(mode="json"), "blob": blob}
+    return {"card": Card.of(doc).to_json(), "blob": blob}
 
 
 @dataclass(frozen=True)
 class _Loaded:
-    """One side as `summary` read it: cards, file digests and plans; models on request."""
+    """One side as `summary` read it: cards, blob ids and plans; record models on request."""
 
     name: str
-    kb: KnowledgeBase
     cards: dict[str, Card]
-    digests: dict[str, str]
+    blobs: dict[str, str]
     paths: dict[str, Path]
+    plans: dict[str, Plan]
 
     def with_models(self, wanted: set[str]) -> Side:
         records = {
             i: kb.load_model(self.paths[i], Record) for i in sorted(wanted & self.paths.keys())
         }
-        plans = [Plan.model_validate(p["plan"]) for p in self.kb.products.values() if "plan" in p]
-        return Side(self.name, self.cards, records, {plan.id: plan for plan in plans})
+        return Side(self.name, self.cards, records, self.plans)
 
 
-def _side(name: str, loaded: KnowledgeBase) -> _Loaded:
-    cards, digests, paths = {}, {}, {}
-    for path, product in loaded.products.items():
-        if "card" in product:
-            record_id = product["card"]["id"]
-            cards[record_id] = Card.from_json(product["card"])
-            digests[record_id], paths[record_id] = product["digest"], path
-    return _Loaded(name, loaded, cards, digests, paths)
+def _side(name: str, products: dict[Path, dict[str, Any]]) -> _Loaded:
+    side = _Loaded(name, {}, {}, {}, {})
+    for path, product in products.items():
+        if "plan" in product:
+            plan = Plan.model_validate(product["plan"])
+            side.plans[plan.id] = plan
+            continue
+        record_id = product["card"]["id"]
+        side.cards[record_id] = Card.from_json(product["card"])
+        side.blobs[record_id], side.paths[record_id] = product["blob"], path
+    return side
 
 
 def output(
@@ -168,8 +186,12 @@ def _load_at(
 
 
 def _inside(root: Path, path: Path) -> str:
-    """`path` relative to the repository root (symbolic links resolved, as git reports it)."""
-    return path.resolve().relative_to(root.resolve()).as_posix()
+    """`path` relative to the repository root, as git names it (the folder's symbolic links
+    resolved first); UsageError for a path outside the repository."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError as exc:
+        raise UsageError(f"{path}: not inside the git repository {root}") from exc
 
 
 def _named(problem: Problem, exported: Path | None, rev: str) -> Problem:
@@ -213,7 +235,7 @@ def check(
     stale = build.render_site(records, docs, templates, check=True)
     problems = [Problem(docs / rel, None, "", "stale: run `kbgen render`") for rel in stale]
     fork, notes = _fork(records, main)
-    changed = None if fork is None or every_record else _changed_since(fork, records)
+    changed = None if fork is None or every_record else _changed_since(fork, records, base)
     problems += lint(base, docs, changed)
     if fork is not None:
         problems += id_collisions(base, records, fork)
@@ -242,22 +264,21 @@ def _fork(records: Path, main: str | None) -> tuple[Fork | None, list[str]]:
     return Fork(root, branch, gitrepo.merge_base(root, branch, "HEAD")), []
 
 
-def _changed_since(fork: Fork, records: Path) -> set[Path]:
-    """Record files whose YAML or samples differ from the fork point (uncommitted included)."""
-    folder = _inside(fork.root, records)
-    names = gitrepo.changed_files(fork.root, fork.commit, folder)
-    paths = {fork.root / name for name in names}
-    for path in list(paths):
-        if path.name.endswith(".samples.jsonl.gz"):  # new samples: their record is changed too
-            paths.add(path.with_name(path.name.removesuffix(".samples.jsonl.gz") + ".yaml"))
-    resolved = {p.resolve() for p in paths}
-    return {p for p in _record_files(records) if p.resolve() in resolved}
-
-
-def _record_files(records: Path) -> list[Path]:
-    from kbgen import files
-
-    return [p for p in files.iter_yaml_files([records]) if kb.kind_of(p) is Record]
+def _changed_since(fork: Fork, records: Path, base: KnowledgeBase) -> set[Path]:
+    """Record files whose YAML or samples file differ from the fork point (uncommitted
+    included)."""
+    names = gitrepo.changed_files(fork.root, fork.commit, _inside(fork.root, records))
+    changed = {(fork.root / name).resolve() for name in names}
+    found = set()
+    for (kind, _), path in base.paths.items():
+        if kind != "record":
+            continue
+        samples = base.products[path].get("samples")
+        if path.resolve() in changed or (
+            samples is not None and (path.parent / samples).resolve() in changed
+        ):
+            found.add(path)
+    return found
 
 
 def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
