@@ -430,17 +430,21 @@ def test_invalid_files_at_the_base_are_left_out_with_a_warning(
     assert re.match(rf"{typo}:records/ngram-test\.yaml:\d+: status: ", bad.stderr), bad.stderr
 
 
-def test_a_records_folder_below_the_repository_root(tmp_path: Path) -> None:
+def test_a_records_folder_below_the_root_with_any_file_name(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    records = repo / "kb" / "records"
+    records = repo / "données" / "records"
     (records / "plans").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     (records / "plans" / "next-steps.yaml").write_text(PLAN)
-    first = commit(repo, "plan")
     (records / "ngram-test.yaml").write_text(RECORD)
+    (records / "notes – é.md").write_text("not a record\n")
+    first = commit(repo, "first")
+    (records / "ngram-test.yaml").write_text(FLIPPED)
+    second = commit(repo, "second")
+    assert "Verdict **refuted** → **supported**" in diff(records, first, second)
+    (records / "draft-test.yaml").write_text(DRAFT)
     git(repo, "checkout", "-q", "--detach")  # a detached HEAD, as CI checks pull requests out
-    out = diff(records, first)
-    assert "#### n-gram vs baseline (`ngram-test`)" in out
+    assert "#### draft model vs baseline (`draft-test`)" in diff(records, first)
 
 
 def test_delta_interval_by_the_delta_method() -> None:
@@ -549,21 +553,6 @@ def test_the_working_tree_as_head_matches_the_full_comparison(
         assert review.difference(records, c[older]) == full, older
     out = review.output(records, c["deleted"], None, False, "markdown")
     assert "#### edited (`ngram-test`)" in out and "(`untracked`)" in out and "(`ignored`)" in out
-
-
-def test_any_file_name_and_a_folder_below_the_root(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    records = repo / "données" / "records"
-    (records / "plans").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (records / "plans" / "next-steps.yaml").write_text(PLAN)
-    (records / "ngram-test.yaml").write_text(RECORD)
-    (records / "notes – é.md").write_text("not a record\n")
-    first = commit(repo, "first")
-    (records / "ngram-test.yaml").write_text(FLIPPED)
-    second = commit(repo, "second")
-    out = diff(records, first, second)
-    assert "Verdict **refuted** → **supported**" in out
 
 
 def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
