@@ -83,20 +83,27 @@ def test_check_writes_nothing(kb_dir: Path, tmp_path: Path) -> None:
     assert not docs.exists()
 
 
-def test_one_changed_record_is_the_only_one_parsed_again(
-    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the documents `render.rendered` is called with, in order."""
     from kbgen import render
 
+    real = render.rendered
+    ids: list[str] = []
+    monkeypatch.setattr(
+        render, "rendered", lambda job, doc, path: ids.append(doc.id) or real(job, doc, path)
+    )
+    return ids
+
+
+def test_one_changed_record_is_the_only_one_parsed_again(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
     for rid in ("second", "third"):
         (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
     docs, cache = tmp_path / "docs", tmp_path / "render.json"
     build.render_site(kb_dir, docs, cache=cache)
-    real = render.rendered
-    seen: list[str] = []
-    monkeypatch.setattr(
-        render, "rendered", lambda job, doc, path: seen.append(doc.id) or real(job, doc, path)
-    )
+    seen.clear()  # what the first render parsed
     second = kb_dir / "second.yaml"
     second.write_text(second.read_text().replace("title: n-gram vs baseline", "title: renamed"))
     assert build.render_site(kb_dir, docs, cache=cache) == ["records/second.md", "records/index.md"]
@@ -112,17 +119,11 @@ def test_one_changed_record_is_the_only_one_parsed_again(
 
 
 def test_a_hand_edited_page_is_rendered_again_once(
-    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kb_dir: Path, tmp_path: Path, seen: list[str]
 ) -> None:
-    from kbgen import render
-
     docs, cache = tmp_path / "docs", tmp_path / "render.json"
     build.render_site(kb_dir, docs, cache=cache)
-    real = render.rendered
-    seen: list[str] = []
-    monkeypatch.setattr(
-        render, "rendered", lambda job, doc, path: seen.append(doc.id) or real(job, doc, path)
-    )
+    seen.clear()  # what the first render parsed
     page = docs / "records" / "ngram-test.md"
     page.write_text("hand edit")
     assert build.render_site(kb_dir, docs, cache=cache) == ["records/ngram-test.md"]
