@@ -43,7 +43,8 @@ def render_site(
     Returns the pages written or removed (with `check`: those that are stale), relative to docs.
     """
     files = iter_yaml_files([records])
-    key = _inputs_key(files, templates) + str(docs.absolute())
+    code = _code_key(templates)
+    key = _inputs_key(files, code) + str(docs.absolute())
     last = _read_json(cache) if cache is not None else {}
     if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
         return []
@@ -62,7 +63,7 @@ def render_site(
                 continue  # reported by the full load below
     job = render.Job(docs, records, templates, render.task_texts(plans), check)
     where = [str(docs.absolute()), str(records.absolute())]
-    rules = json.dumps([_code_key(templates), *where, job.tasks], sort_keys=True)
+    rules = json.dumps([code, *where, job.tasks], sort_keys=True)
     base = kb.load(
         [records],
         each=functools.partial(render.rendered, job),
@@ -111,9 +112,9 @@ def _code_key(templates: Path | None) -> str:
     return digest.hexdigest()
 
 
-def _inputs_key(files: list[Path], templates: Path | None) -> str:
-    """Changes whenever a record, a plan, a template or kbgen itself does."""
-    digest = hashlib.sha256(_code_key(templates).encode())
+def _inputs_key(files: list[Path], code: str) -> str:
+    """Changes whenever a record or a plan does, or `code` (`_code_key`)."""
+    digest = hashlib.sha256(code.encode())
     for path in files:
         digest.update(f"{path}:{fingerprint(path)}\n".encode())
     return digest.hexdigest()
