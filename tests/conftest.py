@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests import vllm_env
-from tests.free_port import free_port
+from tests.support import vllm_env
+from tests.support.free_port import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 
 What it measures
 ----------------
-The client-side ceiling of kbgen's streaming client (`kbgen.client.Client.stream`), against the
+The client-side ceiling of kbgen's streaming client (`kbgen.bench.client`), against the
 reference tool that ships with vLLM, on the same local source in the same run:
 
 - **Source**: `bench/perf/fake_vllm.py`, a fake vLLM 0.32 OpenAI server in its own process (so it
@@ -86,8 +86,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kbgen.client import Client
-from kbgen.samples import Sample
+from kbgen.bench.client import Client
+from kbgen.bench.samples import Sample
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ Run with the vLLM venv's python (it imports vllm bench's request function; kbgen
 
 The end-to-end benchmark (`client_overhead.py`) includes aiohttp, the event loop and the kernel,
 which both clients share, and it is noisy on a shared machine. This isolates what differs: the
-real `kbgen.client._read_stream` and the real `async_request_openai_completions` of
+real `kbgen.bench.client._read_stream` and the real `async_request_openai_completions` of
 `vllm bench serve` (0.32) are fed the same bytes — one 200-token vLLM completion stream from
 `fake_vllm.py` — through a stub response whose `content.iter_any()` yields them k events per
 read (k = 1, 16, 200: from one event per TCP segment to a saturated client). It reports µs of
@@ -35,8 +35,8 @@ from vllm.benchmarks.lib.endpoint_request_func import (  # noqa: E402
     async_request_openai_completions,
 )
 
-from kbgen.client import SSEParser, _read_stream, _text_of  # noqa: E402
-from kbgen.samples import Sample  # noqa: E402
+from kbgen.bench.client import SSEParser, _read_stream, _text_of  # noqa: E402
+from kbgen.bench.samples import Sample  # noqa: E402
 
 N = 200
 

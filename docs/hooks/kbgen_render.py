@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kbgen.build import render_site
+from kbgen.site.build import render_site
 
 
 def on_pre_build(config: Any, **kwargs: Any) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from kbgen import __version__, files
+from kbgen import __version__
 from kbgen.errors import (
     Conflict,
     InvalidInput,
@@ -23,6 +23,7 @@ from kbgen.errors import (
     StoreError,
     UsageError,
 )
+from kbgen.kb import files
 
 # Checked in order; the first class that matches decides the exit code.
 EXIT_CODES: list[tuple[type[KbgenError], int]] = [
@@ -96,7 +97,7 @@ def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
       kbgen validate                      # everything under records/
       kbgen validate records/2026-11-29-ngram.yaml
     """
-    from kbgen import kb
+    from kbgen.kb import loading as kb
 
     targets = list(paths) or [root]
     for path in targets:
@@ -123,7 +124,7 @@ def list_records(root: Path) -> None:
     Example:
       kbgen list records/
     """
-    from kbgen import kb
+    from kbgen.kb import loading as kb
 
     base = kb.load([root])
     if base.problems:
@@ -163,8 +164,8 @@ def schema(out: Path) -> None:
     Example:
       kbgen schema --out docs/schema
     """
-    from kbgen.models import json_schemas
-    from kbgen.spec import ExperimentSpec
+    from kbgen.bench.spec import ExperimentSpec
+    from kbgen.kb.models import json_schemas
 
     schemas = {**json_schemas(), "experiment.schema": ExperimentSpec.model_json_schema()}
     for stem, body in schemas.items():
@@ -197,7 +198,7 @@ def new(title: str, folder: Path) -> None:
     Example:
       kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
     """
-    from kbgen import scaffold
+    from kbgen.kb import scaffold
 
     click.echo(str(scaffold.new_record(title, folder)))
 
@@ -232,9 +233,9 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     """
     import asyncio
 
-    from kbgen import bench as bench_stage
-    from kbgen import progress, spec
-    from kbgen.runs import RunFolder
+    from kbgen.bench import driver as bench_stage
+    from kbgen.bench import progress, spec
+    from kbgen.bench.runs import RunFolder
 
     if (spec_file is None) == (resume is None):
         raise UsageError("give either a SPEC_FILE or --resume RUN, not both or neither")
@@ -337,7 +338,7 @@ def record(
       kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
-    from kbgen import record as record_stage
+    from kbgen.record import core as record_stage
 
     if check_only:
         problems = [p for target in targets for p in record_stage.check(Path(target))]
@@ -397,7 +398,7 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
       kbgen render && mkdocs serve
       kbgen render --check
     """
-    from kbgen import build
+    from kbgen.site import build
 
     changed = build.render_site(records, docs, templates, check=check)
     if check:
@@ -446,7 +447,7 @@ def diff_command(
       kbgen diff                          # this branch's change, uncommitted work included
       kbgen diff main HEAD --format json
     """
-    from kbgen import review
+    from kbgen.review import revisions as review
 
     click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
 
@@ -485,7 +486,7 @@ def check_command(
     Example:
       kbgen check && kbgen diff > comment.md
     """
-    from kbgen import review
+    from kbgen.review import revisions as review
 
     report = review.check(records, docs, templates, main_branch, every_record)
     for note in report.notes:

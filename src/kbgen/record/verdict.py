@@ -1,0 +1,91 @@
+"""The verdict rules: from effects with confidence intervals to supported / refuted / inconclusive.
+
+Stated once here, and written into every record they decide, so a reader sees the rule next to
+the outcome. In the hypothesised direction, with minimum effect m:
+
+- supported: the whole confidence interval lies beyond m;
+- refuted: the whole interval lies short of m — the claimed gain is ruled out, which includes a
+  clear change the other way;
+- inconclusive: the interval contains m; or there are too few samples, too many failed
+  requests, a client/server token mismatch, or no interval at all.
+
+The overall outcome is the classes' common outcome, inconclusive when they disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbgen.kb.models import Hypothesis, Outcome
+from kbgen.record.stats import RESAMPLES, Effect
+
+MIN_SAMPLES = 5  # per arm and class
+MAX_FAILURE_RATE = 0.05
+
+
+@dataclass
+class Guards:
+    """Conditions that make any comparison inconclusive, whatever the intervals say."""
+
+    failure_rate: float = 0.0
+    tokens_match: bool | None = True
+    allow_summary_only: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+    def blocking(self) -> list[str]:
+        out = list(self.reasons)
+        if self.failure_rate > MAX_FAILURE_RATE:
+            out.append(f"{self.failure_rate:.1%} of requests failed (limit {MAX_FAILURE_RATE:.0%})")
+        if self.tokens_match is False:
+            out.append("client and server token counts disagree")
+        return out
+
+
+def class_outcome(effect: Effect, hypothesis: Hypothesis, guards: Guards) -> tuple[Outcome, str]:
+    """The outcome for one class and, when inconclusive for a reason other than the CI, why."""
+    if blocking := guards.blocking():
+        return Outcome.INCONCLUSIVE, "; ".join(blocking)
+    if min(effect.n_baseline, effect.n_variant) < MIN_SAMPLES and not guards.allow_summary_only:
+        return Outcome.INCONCLUSIVE, f"fewer than {MIN_SAMPLES} samples per arm"
+    sign = 1.0 if hypothesis.direction == "increase" else -1.0
+    if effect.ci_low is None or effect.ci_high is None:
+        if not guards.allow_summary_only:
+            return Outcome.INCONCLUSIVE, "no confidence interval (no per-request samples)"
+        low = high = sign * effect.effect
+    else:
+        low, high = sorted((sign * effect.ci_low, sign * effect.ci_high))
+    if low > hypothesis.minimum_effect:
+        return Outcome.SUPPORTED, ""
+    if high < hypothesis.minimum_effect:
+        return Outcome.REFUTED, ""
+    return Outcome.INCONCLUSIVE, ""
+
+
+def overall(outcomes: list[Outcome]) -> Outcome:
+    return outcomes[0] if outcomes and len(set(outcomes)) == 1 else Outcome.INCONCLUSIVE
+
+
+def rule_text(hypothesis: Hypothesis, confidence: float, summary_only: bool = False) -> str:
+    """The rule in words, for the record."""
+    m = (
+        f"{hypothesis.minimum_effect:+.0%}"
+        if hypothesis.direction == "increase"
+        else (f"{-hypothesis.minimum_effect:+.0%}")
+    )
+    beyond = "above" if hypothesis.direction == "increase" else "below"
+    short = "below" if hypothesis.direction == "increase" else "above"
+    interval = (
+        "the reported relative change (no samples, so no interval: summary-only verdict "
+        "allowed explicitly)"
+        if summary_only
+        else f"a {confidence:.0%} BCa bootstrap interval over requests ({RESAMPLES:,} resamples, "
+        "seeded)"
+    )
+    return (
+        f"Effect = mean({hypothesis.primary_metric}) of the variant / baseline - 1 per class, "
+        f"with {interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} "
+        f"{m} (the claimed change is ruled out). Inconclusive: it contains {m}, or fewer than "
+        f"{MIN_SAMPLES} samples per arm, or more than {MAX_FAILURE_RATE:.0%} of requests "
+        "failed, or client and server token counts disagree. Overall: the classes' common "
+        "outcome, inconclusive when they differ."
+    )

@@ -1,0 +1,323 @@
+"""What a change did to the evidence: two knowledge bases in, a reviewable difference out.
+
+Pure functions over loaded knowledge bases (`kbgen diff` loads them from git revisions):
+records added, changed and removed; status and verdict changes; per-class effects with their
+intervals; metric means with their 95% intervals (changed rows only, unless all are asked for);
+plan tasks newly ticked or unticked; and warnings a reviewer should not miss. `render` turns
+the result into a pull-request comment; `to_json` into data for machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbgen.kb.loading import Card, KnowledgeBase, task_states
+from kbgen.kb.models import METRIC_UNITS, Plan, Record, Summary
+
+COMMENT_MARKER = "<!-- kbgen-diff -->"  # how a CI job finds its own comment to update
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric's mean with its 95% interval (None when n or stdev is unknown)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int | None
+
+    @classmethod
+    def of(cls, summary: Summary | None) -> Estimate | None:
+        if summary is None:
+            return None
+        low, high = summary.interval() or (None, None)
+        return cls(summary.mean, low, high, summary.n)
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    variant: str
+    cls: str
+    metric: str
+    unit: str
+    base: Estimate | None
+    head: Estimate | None
+    change: float | None  # head mean / base mean - 1
+    change_ci: tuple[float, float] | None  # its 95% interval, when both sides have n and stdev
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One prompt class's verdict on both sides: the variant's effect against the baseline."""
+
+    cls: str
+    base_outcome: str | None
+    head_outcome: str | None
+    base_effect: float | None
+    head_effect: float | None
+    head_ci: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    id: str
+    title: str
+    change: str  # "added", "changed" or "removed"
+    status: tuple[str | None, str | None]  # (base, head)
+    outcome: tuple[str | None, str | None]
+    fields: list[str] = field(default_factory=list)  # top-level fields that differ
+    verdicts: list[VerdictRow] = field(default_factory=list)
+    metrics: list[MetricRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    plan: str
+    task: str
+    text: str
+    ticked: bool  # True: newly ticked; False: newly unticked
+    record: str | None  # the record that ticks it, or whose evidence no longer does
+    outcome: str | None
+    superseded_by: str | None  # the record itself when it is marked superseded
+    plan_removed: bool = False
+
+
+@dataclass(frozen=True)
+class Difference:
+    base: str  # how the two sides are named: a short commit id, or "working tree"
+    head: str
+    records: list[RecordChange]
+    tasks: list[TaskChange]
+    warnings: list[str]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.records or self.tasks or self.warnings)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: every record's card, and full models where they are needed.
+
+    `records` holds at least every record that differs from the other side and the records
+    those supersede — on both sides where they exist, so that a record present on one side
+    only was truly added or removed. A knowledge base loaded in full is a side as it is.
+    """
+
+    name: str  # a short commit id, or "working tree"
+    cards: dict[str, Card]  # every valid record
+    records: dict[str, Record]
+    plans: dict[str, Plan]
+
+    @classmethod
+    def of(cls, name: str, kb: KnowledgeBase) -> Side:
+        cards = {r.id: Card.of(r) for r in kb.records.values()}
+        return cls(name, cards, dict(kb.records), dict(kb.plans))
+
+
+def compare(base: Side, head: Side, all_rows: bool = False) -> Difference:
+    """Everything that differs between two sides, in a stable order.
+
+    Warnings concern what changed: a record that did not change, in a plan that did not,
+    raises none (it did when it changed).
+    """
+    changes = []
+    for record_id in sorted(base.records.keys() | head.records.keys()):
+        old, new = base.records.get(record_id), head.records.get(record_id)
+        if old is not None and new is not None and _dump(old) == _dump(new):
+            continue
+        changes.append(_record_change(old, new, all_rows))
+    return Difference(
+        base.name, head.name, changes, _task_changes(base, head), _warnings(base, head)
+    )
+
+
+def to_json(difference: Difference) -> dict[str, Any]:
+    return {"format": "kbgen-diff/1", **dataclasses.asdict(difference)}
+
+
+def _dump(record: Record) -> dict[str, Any]:
+    return record.model_dump(mode="json", exclude_none=True)
+
+
+def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> RecordChange:
+    either = new or old
+    assert either is not None
+    change = "added" if old is None else "removed" if new is None else "changed"
+    fields: list[str] = []
+    if old is not None and new is not None:
+        before, after = _dump(old), _dump(new)
+        fields = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    return RecordChange(
+        id=either.id,
+        title=either.title,
+        change=change,
+        status=(_status(old), _status(new)),
+        outcome=(_outcome(old), _outcome(new)),
+        fields=fields,
+        verdicts=_verdict_rows(old, new),
+        metrics=[] if new is None else _metric_rows(old, new, all_rows),
+    )
+
+
+def _status(record: Record | None) -> str | None:
+    return None if record is None else str(record.status)
+
+
+def _outcome(record: Record | None) -> str | None:
+    return None if record is None or record.verdict is None else str(record.verdict.outcome)
+
+
+def _verdict_rows(old: Record | None, new: Record | None) -> list[VerdictRow]:
+    before = old.verdict.per_class if old is not None and old.verdict else {}
+    after = new.verdict.per_class if new is not None and new.verdict else {}
+    rows = []
+    for cls in sorted(before.keys() | after.keys()):
+        b, a = before.get(cls), after.get(cls)
+        if b is not None and a is not None and b == a:
+            continue
+        ci = (a.ci_low, a.ci_high) if a and a.ci_low is not None and a.ci_high is not None else None
+        rows.append(
+            VerdictRow(
+                cls,
+                str(b.outcome) if b else None,
+                str(a.outcome) if a else None,
+                b.effect if b else None,
+                a.effect if a else None,
+                ci,
+            )
+        )
+    return rows
+
+
+def _metric_rows(old: Record | None, new: Record, all_rows: bool) -> list[MetricRow]:
+    """Rows that changed; of a new record, those of its primary metric; with `all_rows`, all."""
+    before = old.measurements if old is not None else {}
+    primary = new.hypothesis.primary_metric if new.hypothesis else None
+    keys = {
+        (variant, cls, metric)
+        for side in (before, new.measurements)
+        for variant, by_class in side.items()
+        for cls, by_metric in by_class.items()
+        for metric in by_metric
+    }
+    rows = []
+    for variant, cls, metric in sorted(keys):
+        b = before.get(variant, {}).get(cls, {}).get(metric)
+        a = new.measurements.get(variant, {}).get(cls, {}).get(metric)
+        if not all_rows and (b == a or (old is None and primary and metric != primary)):
+            continue
+        change = a.mean / b.mean - 1 if a is not None and b is not None and b.mean else None
+        unit = METRIC_UNITS.get(metric, "")
+        estimates = (Estimate.of(b), Estimate.of(a))
+        rows.append(MetricRow(variant, cls, metric, unit, *estimates, change, _change_ci(b, a)))
+    return rows
+
+
+def _change_ci(base: Summary | None, head: Summary | None) -> tuple[float, float] | None:
+    """95% interval of `head.mean / base.mean - 1` by the delta method (independent samples)."""
+    if base is None or head is None or not base.mean or not head.mean:
+        return None
+    if base.stdev is None or head.stdev is None or not base.n or not head.n:
+        return None
+    ratio = head.mean / base.mean
+    spread = math.sqrt(
+        (head.stdev**2 / head.n) / head.mean**2 + (base.stdev**2 / base.n) / base.mean**2
+    )
+    half = 1.96 * abs(ratio) * spread
+    return ratio - 1 - half, ratio - 1 + half
+
+
+def _task_changes(base: Side, head: Side) -> list[TaskChange]:
+    base_cards, head_cards = list(base.cards.values()), list(head.cards.values())
+    changes = []
+    for plan_id in sorted(base.plans.keys() | head.plans.keys()):
+        plan = head.plans.get(plan_id) or base.plans[plan_id]
+        after = task_states(head_cards, head.plans[plan_id]) if plan_id in head.plans else {}
+        before = task_states(base_cards, base.plans[plan_id]) if plan_id in base.plans else {}
+        for task in plan.tasks:
+            now, then = after.get(task.id), before.get(task.id)
+            done, was_done = now is not None and now.done, then is not None and then.done
+            if done == was_done:
+                continue
+            card = now.record if now is not None and now.done else then.record if then else None
+            superseded = now.superseded_by if now is not None else None
+            changes.append(
+                TaskChange(
+                    plan_id,
+                    task.id,
+                    task.text,
+                    done,
+                    card.id if card else None,
+                    card.outcome if card else None,
+                    superseded.id if superseded else None,
+                    plan_removed=plan_id not in head.plans,
+                )
+            )
+    return changes
+
+
+def _warnings(base: Side, head: Side) -> list[str]:
+    warnings = []
+    for record_id, new in sorted(head.records.items()):
+        old = base.records.get(record_id)
+        if old is not None and _dump(old) == _dump(new):
+            continue  # unchanged: its warnings were seen when it changed
+        for caveat in new.verdict.caveats if new.verdict else []:
+            if "--allow-mismatch" in caveat:
+                warnings.append(f"`{record_id}` compares its variants {caveat}")
+        if old is not None:
+            for what in _setup_differences(old, new):
+                warnings.append(
+                    f"`{record_id}` was re-measured with a different {what}: its metric "
+                    "deltas compare two setups"
+                )
+        for old_id in new.supersedes:
+            replaced = head.records.get(old_id) or base.records.get(old_id)
+            if replaced is None:
+                continue
+            for what in _setup_differences(replaced, new):
+                warnings.append(
+                    f"`{record_id}` supersedes `{old_id}`, which had a different {what}: "
+                    "compare the verdicts, not the numbers"
+                )
+    touched = {
+        record_id
+        for record_id in base.records.keys() | head.records.keys()
+        if record_id not in base.records
+        or record_id not in head.records
+        or _dump(base.records[record_id]) != _dump(head.records[record_id])
+    }
+    cards = list(head.cards.values())
+    for plan_id, plan in sorted(head.plans.items()):
+        plan_changed = plan_id not in base.plans or base.plans[plan_id] != plan
+        for task_id, state in task_states(cards, plan).items():
+            if state.superseded_by is None or state.record is None:
+                continue
+            if plan_changed or {state.record.id, state.superseded_by.id} & touched:
+                how = (
+                    "which is marked superseded"
+                    if state.superseded_by.id == state.record.id
+                    else f"whose evidence was superseded by `{state.superseded_by.id}`"
+                )
+                warnings.append(
+                    f"`{plan_id}#{task_id}` is resolved only by `{state.record.id}`, {how}: "
+                    "re-check the task"
+                )
+    return warnings
+
+
+def _setup_differences(a: Record, b: Record) -> list[str]:
+    if a.config is None or b.config is None:
+        return []
+    found = []
+    if a.config.engine.version != b.config.engine.version:
+        found.append(f"engine version ({a.config.engine.version} vs {b.config.engine.version})")
+    if a.config.hardware.model_dump(exclude={"host"}) != b.config.hardware.model_dump(
+        exclude={"host"}
+    ):
+        found.append("hardware")
+    return found

@@ -1,0 +1,134 @@
+"""Launchers against loopback stand-ins: a server that never gets healthy, one that dies."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbgen.bench.launch import ProcessLauncher, tail
+from kbgen.bench.spec import ProcessServer
+from kbgen.errors import ServerFailed
+from kbgen.kb.models import Variant
+from tests.support.free_port import free_port
+
+
+def _launch(script: str, tmp_path: Path, timeout_s: float = 3.0) -> tuple[ProcessLauncher, Path]:
+    server = ProcessServer(
+        launcher="process",
+        command=[sys.executable, "-c", script],
+        model="m",
+        port=free_port(),
+        startup_timeout_s=timeout_s,
+    )
+    return ProcessLauncher(server), tmp_path / "logs" / "v.log"
+
+
+def test_never_healthy_times_out_with_the_log_tail(tmp_path: Path) -> None:
+    script = "import time, sys\nprint('loading weights 37%', flush=True)\ntime.sleep(600)"
+    launcher, log = _launch(script, tmp_path, timeout_s=2.0)
+    waited: list[float] = []
+    with pytest.raises(
+        ServerFailed,
+        match=r"not healthy after 2 s; last lines of .*v.log:\n"
+        r"(.|\n)*loading weights 37%",
+    ):
+        asyncio.run(launcher.start("v", Variant(), log, waited.append))
+    assert waited and not launcher.alive()  # it reported the wait, and stopped the process
+
+
+def test_a_server_that_exits_fails_fast(tmp_path: Path) -> None:
+    script = "print('CUDA out of memory', flush=True)\nraise SystemExit(3)"
+    launcher, log = _launch(script, tmp_path, timeout_s=60)
+    with pytest.raises(
+        ServerFailed, match=r"exited with code 3 while starting(.|\n)*out of memory"
+    ):
+        asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+
+
+def test_the_command_gets_model_args_and_the_variant(tmp_path: Path) -> None:
+    launcher, _ = _launch("", tmp_path)
+    variant = Variant.model_validate(
+        {
+            "args": ["--x", "1"],
+            "speculative_config": {"method": "ngram", "num_speculative_tokens": 3},
+        }
+    )
+    argv = launcher.command(variant)
+    assert argv[3:] == [
+        "m",
+        "--x",
+        "1",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":3}',
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(launcher.server.port),
+    ]
+
+
+def test_a_missing_command_is_a_clear_error(tmp_path: Path) -> None:
+    server = ProcessServer(
+        launcher="process", command=["/no/such/vllm"], model="m", port=free_port()
+    )
+    with pytest.raises(ServerFailed, match="cannot start '/no/such/vllm'"):
+        asyncio.run(
+            ProcessLauncher(server).start("v", Variant(), tmp_path / "l.log", lambda s: None)
+        )
+
+
+def test_tail_of_a_missing_log() -> None:
+    assert tail(Path("/no/such.log")) == "(no log)"
+
+
+def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestServer
+
+    from kbgen.bench.launch import CommandLauncher
+    from kbgen.bench.spec import CommandServer
+    from tests.support.fake_server import FakeVllm
+
+    log = tmp_path / "v.log"
+    variant = Variant.model_validate(
+        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 5}}
+    )
+
+    async def go() -> tuple[list[str], str]:
+        server = TestServer(FakeVllm().app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            launcher = CommandLauncher(
+                CommandServer(
+                    launcher="command",
+                    url=str(server.make_url("")),
+                    start="echo starting unit {variant} with {args}; : HF_TOKEN=hf_secretsecret",
+                    stop="echo stopping unit {variant}",
+                )
+            )
+            launched = await launcher.start("ngram", variant, log, lambda s: None)
+            await launcher.stop()
+            return launched.command, log.read_text()
+        finally:
+            await server.close()
+
+    command, text = asyncio.run(go())
+    assert "starting unit ngram with --speculative-config" in text
+    assert '{"method":"ngram","num_speculative_tokens":5}' in text
+    assert "stopping unit ngram" in text
+    assert "hf_secretsecret" not in text and "hf_secretsecret" not in " ".join(command)
+
+
+def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None:
+    from kbgen.bench.launch import CommandLauncher
+    from kbgen.bench.spec import CommandServer
+
+    launcher = CommandLauncher(
+        CommandServer(
+            launcher="command", url="http://127.0.0.1:9", start="echo unit not found; exit 4"
+        )
+    )
+    with pytest.raises(ServerFailed, match=r"exited with code 4(.|\n)*unit not found"):
+        asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))

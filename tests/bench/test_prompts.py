@@ -1,0 +1,149 @@
+"""prompts: the repository's suite, truncation per class, and errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kbgen.bench import prompts
+from kbgen.errors import InvalidInput
+from tests.conftest import REPO
+
+SEED = REPO / "bench" / "prompts" / "seed.jsonl"
+CLASSES = ["coding", "math", "explanatory"]
+
+
+def _seed_by_class() -> dict[str, list[str]]:
+    expected: dict[str, list[str]] = {name: [] for name in CLASSES}
+    for line in SEED.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            expected[entry["class"]].append(entry["prompt"])
+    return expected
+
+
+def test_seed_suite_has_8_prompts_per_class_in_file_order() -> None:
+    suite = prompts.load(SEED, CLASSES)
+    assert list(suite) == CLASSES
+    assert {name: len(p) for name, p in suite.items()} == dict.fromkeys(CLASSES, 8)
+    assert suite == _seed_by_class()
+    assert all(isinstance(p, str) and p.strip() for ps in suite.values() for p in ps)
+
+
+@pytest.mark.parametrize(
+    ("per_class", "expected_len"),
+    [
+        pytest.param(None, 8, id="all"),
+        pytest.param(3, 3, id="first-3"),
+        pytest.param(1, 1, id="first-1"),
+        pytest.param(8, 8, id="exactly-all"),
+        pytest.param(100, 8, id="more-than-there-are"),
+    ],
+)
+def test_per_class_truncates_keeping_file_order(per_class: int | None, expected_len: int) -> None:
+    suite = prompts.load(SEED, CLASSES, per_class=per_class)
+    expected = _seed_by_class()
+    assert suite == {name: expected[name][:expected_len] for name in CLASSES}
+
+
+def test_only_the_wanted_classes_are_loaded() -> None:
+    assert prompts.load(SEED, ["math"]) == {"math": _seed_by_class()["math"]}
+
+
+def test_a_line_without_class_is_in_the_default_class(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "a"}\n\n{"class": "x", "prompt": "b"}\n{"prompt": "c"}\n')
+    assert prompts.load(path, ["default", "x"]) == {"default": ["a", "c"], "x": ["b"]}
+
+
+GOOD = '{"class": "coding", "prompt": "p1"}\n{"class": "math", "prompt": "p2"}\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "classes", "line", "match"),
+    [
+        pytest.param(
+            GOOD + '{"class": "coding", "prompt": \n',
+            CLASSES[:2],
+            3,
+            "not JSON",
+            id="not-json-line-3",
+        ),
+        pytest.param(
+            GOOD + "\n\nnot json at all\n", CLASSES[:2], 5, "not JSON", id="blank-lines-still-count"
+        ),
+        pytest.param(
+            '{"class": "coding", "prompt": "p"}\n{"class": "coding"}\n',
+            ["coding"],
+            2,
+            "needs a string `prompt`",
+            id="no-prompt",
+        ),
+        pytest.param(
+            GOOD + '{"class": "coding", "prompt": 5}\n',
+            CLASSES[:2],
+            3,
+            "needs a string",
+            id="prompt-not-a-string",
+        ),
+        pytest.param(
+            GOOD + '["coding", "p"]\n', CLASSES[:2], 3, "needs a string", id="line-not-an-object"
+        ),
+        pytest.param(
+            GOOD,
+            ["coding", "math", "explanatory"],
+            None,
+            "no prompt of class 'explanatory'",
+            id="missing-class",
+        ),
+    ],
+)
+def test_malformed_file_names_file_and_line(
+    tmp_path: Path, content: str, classes: list[str], line: int | None, match: str
+) -> None:
+    path = tmp_path / "suite.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInput, match=match) as info:
+        prompts.load(path, classes)
+    (problem,) = info.value.problems
+    assert problem.path == path
+    assert problem.line == line
+    where = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert str(problem).startswith(where)
+    assert str(info.value).startswith(where)
+
+
+def test_every_problem_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "suite.jsonl"
+    path.write_text('{"class": "coding", "prompt": "ok"}\n{oops\n{"class": "coding"}\n')
+    with pytest.raises(InvalidInput, match=r"suite\.jsonl:2: not JSON") as info:
+        prompts.load(path, ["coding", "math"])
+    assert [(p.line, p.field) for p in info.value.problems] == [
+        (None, "class"),
+        (2, ""),
+        (3, "prompt"),
+    ]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.jsonl"
+    with pytest.raises(InvalidInput, match=r"nowhere\.jsonl: no such prompt file") as info:
+        prompts.load(path, CLASSES)
+    (problem,) = info.value.problems
+    assert (problem.path, problem.line) == (path, None)
+
+
+def test_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"class": "coding", "prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(InvalidInput, match=r"latin1\.jsonl: cannot read"):
+        prompts.load(path, ["coding"])
+
+
+def test_a_class_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
+    path = tmp_path / "suite.jsonl"
+    path.write_text('{"class": "coding", "prompt": "a"}\n{"class": ["coding"], "prompt": "b"}\n')
+    with pytest.raises(InvalidInput, match=r"suite\.jsonl:2: class"):
+        prompts.load(path, ["coding"])

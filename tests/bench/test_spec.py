@@ -1,0 +1,80 @@
+"""Experiment specs: the repository's own loads; mistakes are located like a record's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kbgen.bench import spec
+from kbgen.errors import InvalidInput
+from kbgen.kb.models import Variant
+from tests.conftest import REPO
+
+DEMO = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"
+
+
+def test_the_demo_spec_loads() -> None:
+    experiment = spec.load(DEMO)
+    assert experiment.baseline == "baseline" and set(experiment.variants) == {"baseline", "ngram"}
+    assert isinstance(experiment.server, spec.ProcessServer)
+    assert experiment.workload.classes == ["coding", "math", "explanatory"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        (
+            "launcher: process",
+            "launcher: docker",
+            "server.launcher",
+            "does not match any of the expected",
+        ),
+        ("baseline: baseline", "baseline: control", "baseline", "'control' is not a variant"),
+        ("  repeats: 2", "  repeets: 2", "workload.repeets", "unknown field"),
+        ("  concurrency: 1", "  concurrency: 0", "workload.concurrency", "greater than or equal"),
+        ("  port: 8011", "  port: 99999", "server.port", "less than or equal to 65535"),
+        (
+            "      num_speculative_tokens: 5",
+            "      num_speculative_tokens: five",
+            "variants.ngram.speculative_config.num_speculative_tokens",
+            "valid integer",
+        ),
+    ],
+    ids=["launcher", "baseline", "typo", "concurrency", "port", "spec-tokens"],
+)
+def test_spec_mistakes_are_located(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+) -> None:
+    text = DEMO.read_text()
+    assert old in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(InvalidInput) as info:
+        spec.load(bad)
+    problems = [p for p in info.value.problems if p.field == field]
+    assert problems and message in problems[0].message, info.value.problems
+    line = text.replace(old, new, 1)[: text.replace(old, new, 1).index(new)].count("\n") + 1
+    assert problems[0].line == line
+
+
+def test_server_args_of_a_variant() -> None:
+    assert spec.server_args(Variant()) == []
+    eagle = Variant.model_validate(
+        {
+            "args": ["--max-num-seqs", "8"],
+            "speculative_config": {
+                "method": "eagle3",
+                "model": "/m/eagle3",
+                "num_speculative_tokens": 3,
+            },
+        }
+    )
+    args = spec.server_args(eagle)
+    assert args[:3] == ["--max-num-seqs", "8", "--speculative-config"]
+    assert json.loads(args[3]) == {
+        "method": "eagle3",
+        "model": "/m/eagle3",
+        "num_speculative_tokens": 3,
+    }

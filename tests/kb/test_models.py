@@ -1,0 +1,115 @@
+"""The models: every field documented, the schema strict, the lifecycle enforced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from kbgen.kb import models, store
+from kbgen.kb.models import Plan, Record
+from tests.conftest import RECORD
+
+
+def _all_models() -> list[type[BaseModel]]:
+    return [
+        obj
+        for obj in vars(models).values()
+        if isinstance(obj, type) and issubclass(obj, models.Model) and obj is not models.Model
+    ]
+
+
+@pytest.mark.parametrize("model", _all_models(), ids=lambda m: m.__name__)
+def test_every_field_is_documented_and_extra_keys_forbidden(model: type[BaseModel]) -> None:
+    assert model.model_config.get("extra") == "forbid"
+    undocumented = [name for name, f in model.model_fields.items() if not f.description]
+    assert undocumented == []
+
+
+def _record(**changes: Any) -> dict[str, Any]:
+    data = store.plain(store.parse_text(RECORD))
+    data.update(changes)
+    return data
+
+
+def test_planned_record_needs_little() -> None:
+    record = Record.model_validate(
+        {
+            "schema_version": 1,
+            "id": "x",
+            "title": "t",
+            "status": "planned",
+            "created": "2026-11-29",
+        }
+    )
+    assert record.measurements == {} and record.verdict is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "loc"),
+    [
+        ({"status": "running", "hypothesis": None}, ("hypothesis",)),
+        ({"provenance": None}, ("provenance",)),
+        ({"concluded": None}, ("concluded",)),
+        ({"config": None}, ("config",)),
+    ],
+    ids=[
+        "running-needs-hypothesis",
+        "concluded-needs-provenance",
+        "concluded-needs-date",
+        "concluded-needs-config",
+    ],
+)
+def test_lifecycle_requirements_point_at_the_field(
+    changes: dict[str, Any], loc: tuple[str, ...]
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        Record.model_validate(_record(**changes))
+    assert [e["loc"] for e in info.value.errors()] == [loc]
+
+
+def test_speculative_config_is_typed_by_method() -> None:
+    record = Record.model_validate(_record())
+    assert record.config is not None
+    spec = record.config.variants["ngram"].speculative_config
+    assert isinstance(spec, models.NgramConfig) and spec.prompt_lookup_max == 4
+    eagle = models.Variant.model_validate(
+        {
+            "speculative_config": {
+                "method": "eagle3",
+                "model": "/m/eagle",
+                "num_speculative_tokens": 3,
+            }
+        }
+    )
+    assert isinstance(eagle.speculative_config, models.DraftModelConfig)
+    with pytest.raises(ValidationError, match="model"):
+        models.Variant.model_validate(
+            {"speculative_config": {"method": "eagle", "num_speculative_tokens": 3}}
+        )
+
+
+def test_ranges_are_figures() -> None:
+    stats = models.SpecDecodeStats.model_validate(
+        {
+            "mean_acceptance_length": {"low": 1.86, "high": 2.55},
+            "per_position_acceptance": [0.5, None, {"low": 0.04, "high": 0.13}],
+        }
+    )
+    assert stats.mean_acceptance_length == models.Range(low=1.86, high=2.55)
+    with pytest.raises(ValidationError, match="above high"):
+        models.Range(low=3, high=2)
+
+
+def test_plan_ids_and_refs() -> None:
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        Plan.model_validate({"schema_version": 1, "id": "p", "title": "t", "tasks": []})
+    with pytest.raises(ValidationError, match="pattern"):
+        Record.model_validate(_record(resolves=["Plan#Task"]))
+
+
+def test_json_schemas() -> None:
+    schemas = models.json_schemas()
+    assert set(schemas) == {"record.schema", "plan.schema"}
+    assert schemas["record.schema"]["additionalProperties"] is False

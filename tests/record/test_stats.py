@@ -1,0 +1,59 @@
+"""Statistics against known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kbgen.record import stats
+
+
+def test_summary_known_values() -> None:
+    got = stats.summary([1.0, 2.0, 3.0, 4.0])
+    assert got["n"] == 4 and got["mean"] == 2.5 and got["median"] == 2.5
+    assert got["p90"] == pytest.approx(3.7) and got["p99"] == pytest.approx(3.97)
+    assert got["stdev"] == pytest.approx(1.2909944487)
+
+
+def test_summary_of_one_value_has_no_stdev() -> None:
+    assert stats.summary([5.0]) == {
+        "n": 1,
+        "mean": 5.0,
+        "median": 5.0,
+        "p90": 5.0,
+        "p99": 5.0,
+        "stdev": None,
+    }
+
+
+def test_a_scaled_copy_has_exactly_that_effect() -> None:
+    base = np.random.default_rng(1).normal(100, 5, 40)
+    effect = stats.relative_effect(list(base), list(base * 1.2))
+    assert effect.effect == pytest.approx(0.2)
+    assert effect.ci_low is not None and effect.ci_high is not None
+    assert effect.ci_low < 0.2 < effect.ci_high and effect.ci_high - effect.ci_low < 0.08
+
+
+def test_intervals_cover_the_truth_about_as_often_as_they_claim() -> None:
+    rng = np.random.default_rng(20261129)
+    covered = 0
+    for _ in range(100):
+        base, variant = rng.normal(50, 5, 15), rng.normal(55, 5, 15)  # true effect +10%
+        effect = stats.relative_effect(list(base), list(variant))
+        assert effect.ci_low is not None and effect.ci_high is not None
+        covered += effect.ci_low <= 0.1 <= effect.ci_high
+    assert 88 <= covered <= 100  # nominal 95%; BCa at n=15 runs a little under
+
+
+def test_recomputation_gives_the_same_interval() -> None:
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(10, 1, 12)), list(rng.normal(11, 1, 12))
+    assert stats.relative_effect(a, b) == stats.relative_effect(a, b)
+
+
+def test_degenerate_inputs() -> None:
+    assert stats.relative_effect([10.0], [12.0]).ci_low is None  # one sample: no interval
+    flat = stats.relative_effect([10.0] * 5, [12.0] * 5)
+    assert flat.ci_low == flat.ci_high == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="non-zero baseline"):
+        stats.relative_effect([0.0, 0.0], [1.0, 2.0])

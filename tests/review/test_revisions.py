@@ -1,0 +1,575 @@
+"""`kbgen diff` and `kbgen check` on a real git repository with a history of evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kbgen.cli import cli
+from kbgen.kb import store
+from kbgen.record import core as record
+from kbgen.review import revisions as review
+from tests.conftest import PLAN, RECORD, REPO
+from tests.record.test_core import make_run
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "kbgen test",
+    "GIT_AUTHOR_EMAIL": "test@example.org",
+    "GIT_COMMITTER_NAME": "kbgen test",
+    "GIT_COMMITTER_EMAIL": "test@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "--short", "HEAD")
+
+
+DRAFT = (
+    RECORD.replace("id: ngram-test", "id: draft-test")
+    .replace("title: n-gram vs baseline", "title: draft model vs baseline")
+    .replace("next-steps#test-ngram", "next-steps#train-draft")
+    .replace(
+        "decode_tok_s: {n: 10, mean: 62.6, median: 62.0, stdev: 1.5}",
+        "decode_tok_s: {n: 10, mean: 62.6, median: 62.0, stdev: 1.5}\n"
+        "      ttft_ms: {n: 10, mean: 80.0}",
+    )
+)
+FLIPPED = (
+    RECORD.replace("decode_tok_s: {n: 10, mean: 46.4}", "decode_tok_s: {n: 10, mean: 70.1}")
+    .replace("outcome: refuted\n  variant", "outcome: supported\n  variant")
+    .replace(
+        "coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}",
+        "coding: {outcome: supported, effect: 0.12, ci_low: 0.08, ci_high: 0.16}",
+    )
+)
+RERUN = (
+    RECORD.replace("id: ngram-test", "id: ngram-rerun")
+    .replace("title: n-gram vs baseline", "title: n-gram re-run on vLLM 0.33")
+    .replace("version: 0.32.0", "version: 0.33.0")
+    .replace("resolves:\n  - next-steps#test-ngram\n", "supersedes: [ngram-test]\n")
+)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository whose records/ went through five commits of evidence."""
+    repo = tmp_path / "repo"
+    records = repo / "records"
+    (records / "plans").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    (records / "ngram-test.yaml").write_text(RECORD)
+    commits = {"start": commit(repo, "plan and a first record")}
+    (records / "draft-test.yaml").write_text(DRAFT)
+    commits["added"] = commit(repo, "a record added")
+    (records / "ngram-test.yaml").write_text(FLIPPED)
+    commits["flipped"] = commit(repo, "new evidence flips a verdict")
+    (records / "ngram-rerun.yaml").write_text(RERUN)
+    commits["superseded"] = commit(repo, "a re-run supersedes the first record")
+    (records / "draft-test.yaml").unlink()
+    commits["deleted"] = commit(repo, "a record deleted")
+    return records, commits
+
+
+def diff(records: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["diff", *args, "--records", str(records)])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_a_record_added(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["start"], c["added"])
+    assert out.startswith(f"<!-- kbgen-diff -->\n## kbgen diff: `{c['start']}` → `{c['added']}`\n")
+    assert "**1 new · 0 changed · 0 removed** record(s) · 1 task(s) ticked · 0 unticked" in out
+    assert (
+        "#### draft model vs baseline (`draft-test`)\n\nStatus `concluded`, verdict **refuted**."
+        in out
+    )
+    assert (
+        "- [x] `next-steps#train-draft` Train a draft model — newly ticked by `draft-test` "
+        "(**refuted**)" in out
+    )
+    assert "| coding | **refuted** | -26.0% | -30.0% … -20.0% |" in out  # the new evidence's effect
+    # a new record shows its measurements: baseline with its interval, nothing to compare with
+    assert "| baseline | coding | `decode_tok_s` (tok/s) | 62.6 [61.7 … 63.5] | 10 |" in out
+
+
+def test_a_verdict_flipped_by_new_evidence(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["added"], c["flipped"])
+    assert "**0 new · 1 changed · 0 removed**" in out
+    assert "Verdict **refuted** → **supported**. Changed: `measurements`, `verdict`." in out
+    assert "| coding | refuted → **supported** | -26.0% → +12.0% | +8.0% … +16.0% |" in out
+    assert (
+        "| ngram | coding | `decode_tok_s` (tok/s) | 46.4 | 70.1 | +51.1% |" in out
+    )  # no stdev: no CI
+    assert "| baseline |" not in out  # unchanged rows are left out by default
+    everything = diff(records, c["added"], c["flipped"], "--all")
+    assert (
+        "| baseline | coding | `decode_tok_s` (tok/s) | 62.6 [61.7 … 63.5] | 62.6 [61.7 … 63.5] "
+        "| +0.0% [-2.1% … +2.1%] |"  # the 95% interval of the change, by the delta method
+    ) in everything
+
+
+def test_a_task_unticked_by_supersession(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["flipped"], c["superseded"])
+    assert (
+        "- [ ] `next-steps#test-ngram` Test n-gram speculative decoding — unticked: evidence "
+        "`ngram-test` superseded by `ngram-rerun`"
+    ) in out
+    assert "### ⚠️ Warnings" in out
+    assert (
+        "`ngram-rerun` supersedes `ngram-test`, which had a different engine version "
+        "(0.32.0 vs 0.33.0)"
+    ) in out
+    assert (
+        "`next-steps#test-ngram` is resolved only by `ngram-test`, whose evidence was superseded "
+        "by `ngram-rerun`" in out
+    )
+
+
+def test_a_record_deleted(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    out = diff(records, c["superseded"], c["deleted"])
+    assert (
+        "### Removed records\n\n- draft model vs baseline (`draft-test`), was `concluded` with "
+        "verdict **refuted**" in out
+    )
+    assert (
+        "- [ ] `next-steps#train-draft` Train a draft model — unticked: `draft-test` no longer "
+        "resolves it" in out
+    )
+
+
+def test_json_for_machines(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    data = json.loads(diff(records, c["start"], c["deleted"], "--format", "json"))
+    assert data["format"] == "kbgen-diff/1"
+    assert (data["base"], data["head"]) == (c["start"], c["deleted"])
+    changes = {r["id"]: r for r in data["records"]}
+    assert set(changes) == {"ngram-test", "ngram-rerun"}  # draft-test came and went
+    assert changes["ngram-test"]["outcome"] == ["refuted", "supported"]
+    assert changes["ngram-rerun"]["change"] == "added"
+    [row] = changes["ngram-test"]["metrics"]
+    assert row["base"]["mean"] == 46.4 and row["head"]["mean"] == 70.1
+    assert [(t["task"], t["ticked"]) for t in data["tasks"]] == [("test-ngram", False)]
+    assert len(data["warnings"]) == 2
+
+
+def test_default_is_this_branch_against_where_it_forked(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    repo = records.parent
+    git(repo, "checkout", "-q", "-b", "feature", c["flipped"])
+    (records / "ngram-test.yaml").write_text(
+        RECORD.replace("title: n-gram vs baseline", "title: renamed")
+    )
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "feature")  # main moved on (superseded, deleted); we did not
+    out = diff(records)
+    assert f"## kbgen diff: `{c['flipped']}` → `working tree`" in out
+    assert "#### renamed (`ngram-test`)" in out  # the uncommitted edit is in
+    assert "ngram-rerun" not in out  # main's later commits are not this branch's change
+
+
+def test_nothing_changed(history: tuple[Path, dict[str, str]]) -> None:
+    records, _ = history
+    assert diff(records, "HEAD").endswith("No record or plan task changed.\n")
+
+
+def test_markup_from_a_record_is_inert_in_the_comment(history: tuple[Path, dict[str, str]]) -> None:
+    records, _ = history
+    path = records / "ngram-rerun.yaml"
+    path.write_text(
+        path.read_text().replace(
+            "title: n-gram re-run on vLLM 0.33", "title: <img src=x onerror=alert(1)>"
+        )
+    )
+    out = diff(records)
+    assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;" in out
+
+
+def test_bad_revisions_and_folders_are_usage_errors(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    records, _ = history
+    bad = CliRunner().invoke(cli, ["diff", "no-such-rev", "--records", str(records)])
+    assert bad.exit_code == 2 and bad.stderr == "error: unknown git revision 'no-such-rev'\n"
+    outside = tmp_path / "elsewhere" / "records"
+    outside.mkdir(parents=True)
+    lost = CliRunner().invoke(cli, ["diff", "--records", str(outside)])
+    assert lost.exit_code == 2 and "not inside a git repository" in lost.stderr
+
+
+# --- kbgen check ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean(tmp_path: Path) -> Path:
+    """A repository whose knowledge base passes `kbgen check`: a measured record with samples."""
+    repo = tmp_path / "clean"
+    records = repo / "records"
+    (records / "plans").mkdir(parents=True)
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    git(repo, "init", "-q", "-b", "main")
+    record.record_run(make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records)
+    assert check(records).exit_code == 0, check(records).output
+    commit(repo, "a measured record")
+    return records
+
+
+def check(records: Path) -> object:
+    docs = records.parent / "docs"
+    if not docs.exists():
+        CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
+    return CliRunner().invoke(cli, ["check", "--records", str(records), "--docs", str(docs)])
+
+
+def _the_record(records: Path) -> Path:
+    return next(records.glob("*.yaml"))
+
+
+def _invalid(records: Path) -> str:
+    path = _the_record(records)
+    path.write_text(path.read_text().replace("status: concluded", "status: finished"))
+    return rf"{path.name}:\d+: status: "
+
+
+def _stale_docs(records: Path) -> str:
+    page = records.parent / "docs" / "records" / f"{_the_record(records).stem}.md"
+    page.write_text("hand edit\n")
+    return rf"{page.name}: stale: run `kbgen render`"
+
+
+def _id_collision(records: Path) -> str:
+    repo = records.parent
+    shared = RECORD.replace("id: ngram-test", "id: shared-id").replace(
+        "source: measured", "source: reported"
+    )
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "checkout", "-q", "main")
+    (records / "shared-id.yaml").write_text(shared.replace("n-gram vs baseline", "main's"))
+    commit(repo, "main adds shared-id")
+    git(repo, "checkout", "-q", "feature")
+    (records / "shared-id.yaml").write_text(shared)  # this branch's, not yet committed
+    render_docs(records)
+    return r"shared-id\.yaml:\d+: id: main also added a record 'shared-id' since this branch forked"
+
+
+def _dangling_link(records: Path) -> str:
+    path = _the_record(records)
+    doc = store.load_document(path)
+    doc.data["context"] = (
+        "See [the old run](2026-01-01-no-such-record.md) for why, [the plan](../plans/"
+        "next-steps.md#tasks), [review](../review.md) and [a site](https://example.org/x.md)."
+    )
+    store.save(doc)
+    (records.parent / "docs" / "review.md").write_text("# a page of the site\n")
+    render_docs(records)
+    return rf"{path.name}:\d+: context: links to '2026-01-01-no-such-record.md', a page that"
+
+
+def _missing_samples(records: Path) -> str:
+    samples = next(records.glob("*.samples.jsonl.gz"))
+    samples.unlink()
+    return rf"{_the_record(records).name}:\d+: raw_samples\.path: {samples.name} is missing"
+
+
+def _hand_edited(records: Path) -> str:
+    path = _the_record(records)
+    doc = store.load_document(path)
+    doc.data["measurements"]["ngram"]["coding"]["decode_tok_s"]["mean"] = 99.0
+    store.save(doc)
+    render_docs(records)
+    field = r"measurements\.ngram\.coding\.decode_tok_s\.mean"
+    return rf"{path.name}:\d+: {field}: is 99\.0, but its samples give"
+
+
+def render_docs(records: Path) -> None:
+    docs = records.parent / "docs"
+    CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [_invalid, _stale_docs, _id_collision, _dangling_link, _missing_samples, _hand_edited],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> None:
+    pattern = mistake(clean)  # type: ignore[operator]
+    result = check(clean)
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    lines = result.stderr.splitlines()  # type: ignore[attr-defined]
+    assert any(re.search(pattern, line) for line in lines), lines
+    assert lines[-1].startswith("1 problem in 1 file"), lines  # that one, and nothing else
+
+
+def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(clean.parent, copy, ignore=shutil.ignore_patterns(".git"))
+    result = check(copy / "records")
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    assert "note: not compared with a main branch" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_review_difference_is_a_library_call(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    result = review.difference(records, c["start"], c["added"])
+    assert [r.id for r in result.records] == ["draft-test"]
+
+
+# --- the docs and the integration files -----------------------------------------------------
+
+REVIEW_PAGE = REPO / "docs" / "review.md"
+EXAMPLE = re.compile(
+    r"(<!-- kbgen diff example: start -->\n)(.*?)(<!-- kbgen diff example: end -->)", re.S
+)
+
+
+def example_diff(tmp_path: Path) -> str:
+    """`kbgen diff` of the example knowledge base: its plan first, then its records."""
+    repo = tmp_path / "example"
+    records = repo / "records"
+    shutil.copytree(REPO / "records" / "plans", records / "plans")
+    git(repo, "init", "-q", "-b", "main")
+    fixed = {
+        "GIT_AUTHOR_DATE": "2026-11-29T12:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-11-29T12:00:00Z",
+    }
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in fixed.items():
+            env.setenv(key, value)  # fixed dates: the same commits, the same ids, every time
+        plan = commit(repo, "the plan")
+        shutil.copytree(REPO / "records", records, dirs_exist_ok=True)
+        done = commit(repo, "the n-gram experiment, concluded")
+    return diff(records, plan, done)
+
+
+def test_review_page_shows_a_real_diff(tmp_path: Path) -> None:
+    output = example_diff(tmp_path)
+    assert "newly ticked by `2026-11-29-ngram-spec-decode-kimi-k2-5`" in output
+    shown = '!!! example "`kbgen diff` as the pull request\'s comment shows it"\n\n' + "".join(
+        f"    {line}\n" if line else "\n" for line in output.splitlines()
+    )
+    page = REVIEW_PAGE.read_text()
+    if os.environ.get("KBGEN_UPDATE_GOLDEN"):
+        page = EXAMPLE.sub(lambda m: m.group(1) + shown + m.group(3), page)
+        REVIEW_PAGE.write_text(page)
+    match = EXAMPLE.search(page)
+    assert match is not None and match.group(2) == shown, "run with KBGEN_UPDATE_GOLDEN=1"
+
+
+def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
+    block = re.search(r"```yaml\n(name: records\n.*?)```", REVIEW_PAGE.read_text(), re.S)
+    assert block is not None
+    workflow = yaml.safe_load(block.group(1))
+    steps = workflow["jobs"]["review"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    assert any(run.startswith("kbgen diff ") for run in runs)
+    assert runs[-1].startswith("kbgen check")
+    assert all(step.get("if") == "always()" for step in steps[-2:])  # whatever failed before
+    [post] = [run for run in runs if "gh api" in run]
+    assert "--method PATCH" in post and 'startswith("<!-- kbgen-diff -->")' in post
+    assert steps[0]["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert workflow["permissions"]["pull-requests"] == "write"
+
+
+def test_pre_commit_hooks_name_real_commands() -> None:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert {hook["id"] for hook in hooks} == {"kbgen-render", "kbgen-check"}
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        program, command = hook["entry"].split()
+        assert program == "kbgen"
+        assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0
+
+
+def test_check_refuses_a_main_branch_that_does_not_exist(clean: Path) -> None:
+    docs = clean.parent / "docs"
+    render_docs(clean)
+    args = ["check", "--records", str(clean), "--docs", str(docs), "--main", "mian"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and result.stderr == "error: unknown git revision 'mian'\n"
+
+
+def test_invalid_files_at_the_base_are_left_out_with_a_warning(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    repo = records.parent
+    git(repo, "checkout", "-q", c["start"])
+    broken = records / "ngram-test.yaml"
+    broken.write_text(broken.read_text().replace("status: concluded", "status: finished"))
+    typo = commit(repo, "a typo")
+    broken.write_text(RECORD)  # fixed in the working tree
+    out = diff(records, typo)
+    assert f"- `{typo}:records/ngram-test.yaml` does not validate: left out of the base" in out
+    bad = CliRunner().invoke(cli, ["diff", c["start"], typo, "--records", str(records)])
+    assert bad.exit_code == 1
+    assert re.match(rf"{typo}:records/ngram-test\.yaml:\d+: status: ", bad.stderr), bad.stderr
+
+
+def test_a_records_folder_below_the_root_with_any_file_name(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    records = repo / "données" / "records"
+    (records / "plans").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (records / "plans" / "next-steps.yaml").write_text(PLAN)
+    (records / "ngram-test.yaml").write_text(RECORD)
+    (records / "notes – é.md").write_text("not a record\n")
+    first = commit(repo, "first")
+    (records / "ngram-test.yaml").write_text(FLIPPED)
+    second = commit(repo, "second")
+    assert "Verdict **refuted** → **supported**" in diff(records, first, second)
+    (records / "draft-test.yaml").write_text(DRAFT)
+    git(repo, "checkout", "-q", "--detach")  # a detached HEAD, as CI checks pull requests out
+    assert "#### draft model vs baseline (`draft-test`)" in diff(records, first)
+
+
+def test_delta_interval_by_the_delta_method() -> None:
+    from kbgen.kb.models import Summary
+    from kbgen.review.diff import _change_ci
+
+    low, high = _change_ci(
+        Summary(n=100, mean=50.0, stdev=5.0), Summary(n=100, mean=60.0, stdev=5.0)
+    )
+    # ratio 1.2; relative standard errors 0.01 (base) and 0.00833 (head)
+    assert (round(low, 4), round(high, 4)) == (0.1694, 0.2306)
+    assert _change_ci(Summary(n=None, mean=50.0), Summary(n=3, mean=60.0, stdev=1.0)) is None
+
+
+def test_a_removed_plan_unticks_its_tasks(history: tuple[Path, dict[str, str]]) -> None:
+    records, c = history
+    git(records.parent, "checkout", "-q", c["flipped"])  # test-ngram and train-draft are ticked
+    (records / "plans" / "next-steps.yaml").unlink()
+    for path in records.glob("*.yaml"):  # nothing may refer to the plan any more
+        text = path.read_text().replace("resolves:\n  - next-steps#test-ngram\n", "")
+        path.write_text(text.replace("resolves:\n  - next-steps#train-draft\n", ""))
+    out = diff(records, "HEAD")
+    gone = "— unticked: its plan was removed"
+    assert f"- [ ] `next-steps#test-ngram` Test n-gram speculative decoding {gone}" in out
+    assert f"- [ ] `next-steps#train-draft` Train a draft model {gone}" in out
+
+
+def test_an_empty_repository_has_nothing_to_compare_with(tmp_path: Path) -> None:
+    repo = tmp_path / "empty"
+    (repo / "records").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    result = CliRunner().invoke(cli, ["diff", "--records", str(repo / "records")])
+    assert result.exit_code == 2 and "no commit yet, so nothing to compare with" in result.stderr
+
+
+def test_a_new_record_shows_its_primary_metric_unless_all(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    assert "`ttft_ms`" not in diff(records, c["start"], c["added"])
+    assert "| baseline | coding | `ttft_ms` (ms) | 80 | 10 |" in diff(
+        records, c["start"], c["added"], "--all"
+    )
+
+
+def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: Path) -> None:
+    _hand_edited(clean)
+    commit(clean.parent, "a hand edit that reached main")
+    docs = clean.parent / "docs"
+    args = ["check", "--records", str(clean), "--docs", str(docs)]
+    quick = CliRunner().invoke(cli, args)
+    assert quick.exit_code == 0, quick.output  # unchanged since the fork: not recomputed
+    assert "numbers recomputed from samples for the 0 record file(s) changed" in quick.stderr
+    full = CliRunner().invoke(cli, [*args, "--every-record"])
+    assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr
+
+
+def _full_side(repo: Path, rev: str | None, dest: Path) -> object:
+    """The naive reading, independent of kbgen's git code: the whole folder, loaded in full."""
+    from kbgen.kb import loading as kb
+    from kbgen.review import diff
+
+    if rev is None:
+        return diff.Side.of(review.WORKING_TREE, kb.load([repo / "records"]))
+    dest.mkdir(parents=True)
+    tar = subprocess.run(["git", "archive", rev, "records"], cwd=repo, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
+    short = git(repo, "rev-parse", "--short", rev)
+    return diff.Side.of(short, kb.load([dest / "records"]))
+
+
+def test_reading_only_the_differing_files_gives_the_full_comparison(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    from kbgen.review import diff
+
+    records, c = history
+    repo = records.parent
+    order = ["start", "added", "flipped", "superseded", "deleted"]
+    for i, older in enumerate(order):
+        for newer in order[i + 1 :]:
+            base = _full_side(repo, c[older], tmp_path / older / newer / "base")
+            head = _full_side(repo, c[newer], tmp_path / older / newer / "head")
+            full = diff.compare(base, head)  # type: ignore[arg-type]
+            assert review.difference(records, c[older], c[newer]) == full, (older, newer)
+
+
+def test_the_working_tree_as_head_matches_the_full_comparison(
+    history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    from kbgen.review import diff
+
+    records, c = history
+    repo = records.parent
+    (records / "ngram-rerun.yaml").unlink()  # an uncommitted deletion
+    flipped = (records / "ngram-test.yaml").read_text()
+    (records / "ngram-test.yaml").write_text(flipped.replace("n-gram vs baseline", "edited"))
+    (records / "untracked.yaml").write_text(RECORD.replace("id: ngram-test", "id: untracked"))
+    (repo / ".gitignore").write_text("records/ignored.yaml\n")
+    (records / "ignored.yaml").write_text(RECORD.replace("id: ngram-test", "id: ignored"))
+    git(repo, "update-index", "--assume-unchanged", "records/plans/next-steps.yaml")
+    plan = records / "plans" / "next-steps.yaml"
+    plan.write_text(plan.read_text().replace("Train a draft model", "Train a draft"))
+    for older in ("start", "superseded", "deleted"):
+        base = _full_side(repo, c[older], tmp_path / older)
+        full = diff.compare(base, _full_side(repo, None, tmp_path / "unused"))  # type: ignore[arg-type]
+        assert review.difference(records, c[older]) == full, older
+    out = review.output(records, c["deleted"], None, False, "markdown")
+    assert "#### edited (`ngram-test`)" in out and "(`untracked`)" in out and "(`ignored`)" in out
+
+
+def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
+    path = next(clean.glob("*.yaml"))
+    samples = next(clean.glob("*.samples.jsonl.gz"))
+    (clean / "samples").mkdir()
+    moved = clean / "samples" / "run.jsonl.gz"
+    samples.rename(moved)
+    doc = store.load_document(path)
+    doc.data["raw_samples"]["path"] = "samples/run.jsonl.gz"
+    store.save(doc)
+    render_docs(clean)
+    commit(clean.parent, "samples in a folder of their own")
+    moved.write_bytes(b"not the samples")  # the branch replaces them: their record is changed
+    result = check(clean)
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr  # type: ignore[attr-defined]

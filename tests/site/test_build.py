@@ -1,0 +1,172 @@
+"""`kbgen render` end to end: the stat-only no-op, parallel pages, nothing half-done on errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbgen.errors import InvalidInput
+from kbgen.site import build
+from tests.conftest import PLAN, RECORD
+
+
+def test_nothing_changed_means_nothing_parsed(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    assert build.render_site(kb_dir, docs, cache=cache)
+    from kbgen.kb import loading as kb_stage
+
+    real_load = kb_stage.load
+    calls: list[object] = []
+    monkeypatch.setattr(kb_stage, "load", lambda *a, **k: calls.append(a) or real_load(*a, **k))
+    assert build.render_site(kb_dir, docs, cache=cache) == [] and calls == []
+    (docs / "records" / "ngram-test.md").write_text("hand edit")  # an output changed: redo
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/ngram-test.md"]
+    record = kb_dir / "ngram-test.yaml"
+    record.write_text(record.read_text().replace("Why we ran it.", "Why we ran it again."))
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/ngram-test.md"]
+    assert len(calls) == 2
+
+
+def test_the_no_op_imports_no_yaml_pydantic_or_jinja(kb_dir: Path, tmp_path: Path) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    script = (
+        "import sys, json; from pathlib import Path; from kbgen.site import build; "
+        f"assert build.render_site(Path({str(kb_dir)!r}), Path({str(docs)!r}), "
+        f"cache=Path({str(cache)!r})) == []; "
+        "print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(done.stdout))
+    assert loaded.isdisjoint({"yaml", "ruamel", "pydantic", "jinja2"}), loaded
+
+
+def test_many_records_render_in_parallel_like_one_by_one(kb_dir: Path, tmp_path: Path) -> None:
+    from kbgen.kb import loading as kb
+    from kbgen.site import render
+
+    for i in range(300):  # past kb.PARALLEL_FROM: worker processes render the pages
+        rid = f"bulk-{i:03d}"
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    assert len(list(kb_dir.glob("*.yaml"))) > kb.PARALLEL_FROM
+    docs = tmp_path / "docs"
+    build.render_site(kb_dir, docs, cache=None)
+    expected = render.pages(kb.load([kb_dir]))
+    assert render.differences(docs, expected) == []
+    assert build.render_site(kb_dir, docs, cache=None) == []  # nothing rewritten
+
+
+def test_an_invalid_record_fails_the_render_and_leaves_the_indexes(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    build.render_site(kb_dir, docs, cache=None)
+    index = (docs / "records" / "index.md").read_bytes()
+    (kb_dir / "broken.yaml").write_text(RECORD.replace("id: ngram-test", "id: broken") + "x: 1\n")
+    with pytest.raises(InvalidInput, match=r"broken\.yaml:"):
+        build.render_site(kb_dir, docs, cache=None)
+    assert (docs / "records" / "index.md").read_bytes() == index
+    assert not (docs / "records" / "broken.md").exists()
+
+
+def test_check_writes_nothing(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    stale = build.render_site(kb_dir, docs, check=True, cache=None)
+    assert "records/ngram-test.md" in stale and "records/index.md" in stale
+    assert not docs.exists()
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the documents `render.rendered` is called with, in order."""
+    from kbgen.site import render
+
+    real = render.rendered
+    ids: list[str] = []
+    monkeypatch.setattr(
+        render, "rendered", lambda job, doc, path: ids.append(doc.id) or real(job, doc, path)
+    )
+    return ids
+
+
+def test_one_changed_record_is_the_only_one_parsed_again(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    for rid in ("second", "third"):
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    seen.clear()  # what the first render parsed
+    second = kb_dir / "second.yaml"
+    second.write_text(second.read_text().replace("title: n-gram vs baseline", "title: renamed"))
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/second.md", "records/index.md"]
+    assert seen == ["second"]
+    assert "| [renamed](second.md) |" in (docs / "records" / "index.md").read_text()
+    # a plan's task text is on record pages: changing it renders every record again
+    plan = kb_dir / "plans" / "next-steps.yaml"
+    plan.write_text(plan.read_text().replace("Test n-gram speculative decoding", "Test n-gram"))
+    seen.clear()
+    build.render_site(kb_dir, docs, cache=cache)
+    assert sorted(seen) == ["next-steps", "ngram-test", "second", "third"]
+    assert "task `test-ngram`: Test n-gram\n" in (docs / "records" / "third.md").read_text()
+
+
+def test_a_hand_edited_page_is_rendered_again_once(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    seen.clear()  # what the first render parsed
+    page = docs / "records" / "ngram-test.md"
+    page.write_text("hand edit")
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/ngram-test.md"]
+    (docs / "records" / "index.md").write_text("hand edit")  # the next render is no no-op...
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/index.md"]
+    assert seen == ["ngram-test"]  # ...but the record, rendered again once, is trusted again
+
+
+def test_a_leftover_generated_page_is_seen_even_when_nothing_else_changed(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    leftover = docs / "records" / "gone.md"
+    leftover.write_text("<!-- generated by kbgen render from records/gone.yaml -->\n")
+    assert build.render_site(kb_dir, docs, check=True, cache=cache) == ["records/gone.md"]
+    assert build.render_site(kb_dir, docs, cache=cache) == ["records/gone.md"]
+    assert not leftover.exists()
+
+
+def test_a_template_included_by_a_user_template_is_an_input(kb_dir: Path, tmp_path: Path) -> None:
+    templates, docs, cache = tmp_path / "templates", tmp_path / "docs", tmp_path / "render.json"
+    (templates / "parts").mkdir(parents=True)
+    (templates / "plan.md.j2").write_text('# {{ plan.title }}\n{% include "parts/footer.txt" %}')
+    (templates / "parts" / "footer.txt").write_text("old footer\n")
+    build.render_site(kb_dir, docs, templates, cache=cache)
+    (templates / "parts" / "footer.txt").write_text("new footer\n")
+    assert build.render_site(kb_dir, docs, templates, cache=cache) == ["plans/next-steps.md"]
+    assert (docs / "plans" / "next-steps.md").read_text().endswith("new footer\n")
+
+
+def test_pages_do_not_depend_on_how_the_records_folder_was_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "records" / "project"  # a `records` folder above the project's own
+    (project / "records" / "plans").mkdir(parents=True)
+    (project / "records" / "plans" / "next-steps.yaml").write_text(PLAN)
+    (project / "records" / "ngram-test.yaml").write_text(RECORD)
+    monkeypatch.chdir(project)
+    cache = project / "render.json"
+    build.render_site(Path("records"), Path("docs"), cache=cache)
+    page = (project / "docs" / "records" / "ngram-test.md").read_text()
+    assert "generated by kbgen render from records/ngram-test.yaml" in page
+    assert build.render_site(project / "records", project / "docs", cache=cache) == []
+    assert build.render_site(project / "records", project / "docs", check=True, cache=None) == []

@@ -1,0 +1,146 @@
+"""Rendering: golden pages, escaping, self-ticking plans, deterministic and incremental output."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbgen.cli import cli
+from kbgen.kb import loading as kb
+from kbgen.site import build, render
+from tests.conftest import PLAN, RECORD, REPO
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+def test_the_example_site_is_current() -> None:
+    """docs/ holds the example knowledge base's pages: they are the golden output."""
+    stale = build.render_site(REPO / "records", REPO / "docs", check=True, cache=None)
+    assert stale == [], "run `kbgen render`"
+    content = render.pages(kb.load([REPO / "records"]))  # the pure assembly agrees with it
+    assert render.differences(REPO / "docs", content) == []
+    plan = content["plans/next-steps-eagle.md"]
+    assert plan.count("- [x] ") == 2 and plan.count("- [ ] ") == 3
+
+
+def test_golden_pages_of_a_measured_record(kb_dir: Path) -> None:
+    content = render.pages(kb.load([kb_dir]))
+    for name in (
+        "records/ngram-test.md",
+        "plans/next-steps.md",
+        "records/index.md",
+    ):
+        golden = GOLDEN / name.replace("/", "__")
+        if os.environ.get("KBGEN_UPDATE_GOLDEN"):
+            golden.write_text(content[name])
+        assert content[name] == golden.read_text(), f"{name} differs from {golden}"
+
+
+PAYLOADS = {
+    "title": 'Evil <script>alert("title")</script> title',
+    "context": "Context <img src=x onerror=alert(1)> and [a link](javascript:alert(2)) "
+    "and [fine](https://example.org) <b>bold</b>",
+}
+
+
+def test_html_from_a_record_is_inert(kb_dir: Path) -> None:
+    text = RECORD.replace("title: n-gram vs baseline", f"title: '{PAYLOADS['title']}'")
+    text = text.replace("  Why we ran it.", f"  {PAYLOADS['context']}")
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    content = render.pages(kb.load([kb_dir]))
+    page = content["records/ngram-test.md"]
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert '&lt;script&gt;alert("title")&lt;/script&gt;' in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "javascript:" not in page and "](#unsafe-link-removed)" in page
+    assert "[fine](https://example.org)" in page
+    assert "<script" not in content["records/index.md"]
+    assert "<script" not in content["plans/next-steps.md"]
+
+
+def _with_records(kb_dir: Path, *extra: tuple[str, str]) -> dict[str, str]:
+    for name, text in extra:
+        (kb_dir / f"{name}.yaml").write_text(text)
+    return render.pages(kb.load([kb_dir]))
+
+
+def test_plan_ticks_from_concluded_records_and_flags_superseded_evidence(kb_dir: Path) -> None:
+    plan = render.pages(kb.load([kb_dir]))["plans/next-steps.md"]
+    assert re.search(
+        r"- \[x\] Test n-gram speculative decoding — \[n-gram vs baseline\]"
+        r"\(\.\./records/ngram-test\.md\): \*\*refuted\*\*",
+        plan,
+    )
+    assert "- [ ] Train a draft model\n" in plan
+
+    newer = (
+        RECORD.replace("id: ngram-test", "id: ngram-rerun")
+        .replace("title: n-gram vs baseline", "title: n-gram re-run")
+        .replace("- next-steps#test-ngram", "- next-steps#train-draft")
+        .replace("tags: [ngram]", "tags: [ngram]\nsupersedes: [ngram-test]")
+    )
+    plan = _with_records(kb_dir, ("ngram-rerun", newer))["plans/next-steps.md"]
+    assert "- [x] Test n-gram" not in plan
+    assert re.search(
+        r"- \[ \] Test n-gram speculative decoding — ⚠️ its evidence, "
+        r"\[n-gram vs baseline\].*was superseded by \[n-gram re-run\]",
+        plan,
+    )
+    assert "- [x] Train a draft model — [n-gram re-run]" in plan
+
+
+def test_planned_records_tick_nothing(kb_dir: Path) -> None:
+    planned = (
+        "schema_version: 1\nid: later\ntitle: Later\nstatus: planned\n"
+        "created: 2026-11-29\nresolves: [next-steps#train-draft]\n"
+    )
+    plan = _with_records(kb_dir, ("later", planned))["plans/next-steps.md"]
+    assert "- [ ] Train a draft model\n" in plan
+
+
+def test_rendering_is_deterministic_and_incremental(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    first = render.pages(kb.load([kb_dir]))
+    assert first == render.pages(kb.load([kb_dir]))
+    written = render.write(docs, first)
+    assert len(written) == len(first)
+    stamps = {p: p.stat().st_mtime_ns for p in docs.rglob("*") if p.is_file()}
+    assert render.write(docs, render.pages(kb.load([kb_dir]))) == []
+    assert stamps == {p: p.stat().st_mtime_ns for p in docs.rglob("*") if p.is_file()}
+
+
+def test_check_and_removal_of_pages_no_longer_produced(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "records").mkdir(parents=True)
+    (docs / "records" / "hand-written.md").write_text("# mine\n")
+    args = ["render", "--records", str(kb_dir), "--docs", str(docs)]
+    assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 1
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    ok = CliRunner().invoke(cli, [*args, "--check"])
+    assert ok.exit_code == 0, ok.output
+    (kb_dir / "ngram-test.yaml").unlink()
+    (kb_dir / "plans" / "next-steps.yaml").write_text(PLAN)
+    stale = CliRunner().invoke(cli, [*args, "--check"])
+    assert stale.exit_code == 1 and "ngram-test.md: stale" in stale.stderr
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert not (docs / "records" / "ngram-test.md").exists()
+    assert (docs / "records" / "hand-written.md").exists()  # never generated: never removed
+
+
+def test_user_templates_override(kb_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "plan.md.j2").write_text("# {{ plan.title }} (our template)\n")
+    content = render.pages(kb.load([kb_dir]), templates=tmp_path)
+    assert content["plans/next-steps.md"] == "# Next steps (our template)\n"
+    assert "## Verdict" in content["records/ngram-test.md"]  # others stay kbgen's
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("a|b", "a\\|b"), ("<i>x</i>", "&lt;i&gt;x&lt;/i&gt;"), ("two\nlines", "two lines")],
+)
+def test_table_cells(value: str, expected: str) -> None:
+    assert render.cell(value) == expected
