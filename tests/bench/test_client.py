@@ -1,11 +1,19 @@
-"""The streaming client against loopback servers: real captures replayed, and every fault."""
+"""The streaming client: parsing and timing on replayed captures, faults against loopback servers.
+
+Parsing and timing need no socket: a ReplayTransport feeds the client recorded vLLM streams cut
+into arbitrary pieces. What only a real connection shows — a dropped connection, a stall, an HTTP
+error, nothing listening — runs against loopback aiohttp servers through the default transport.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +21,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kbgen.bench.client import Client, Timeouts
+from kbgen.bench.client import Api, Client, ReplayTransport, Response, Timeouts
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerUnreachable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
+CAPTURES = sorted(path.name for path in FIXTURES.glob("*.sse"))
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -27,10 +36,214 @@ def events_of(name: str) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
 
 
+def final_usage(name: str) -> int:
+    usages = [json.loads(e[6:])["usage"] for e in events_of(name) if e.startswith(b"data: {")]
+    return int(usages[-1]["completion_tokens"])
+
+
 def sample() -> Sample:
     return Sample(
         variant="v", prompt_class="c", prompt_index=0, repeat=0, scheduled_ns=0, sent_ns=0
     )
+
+
+def cut(body: bytes, how: str) -> list[bytes]:
+    """A body in the pieces reads might deliver: whole, byte by byte, or at random places."""
+    if how == "whole":
+        return [body]
+    if how == "bytes":
+        return [body[i : i + 1] for i in range(len(body))]
+    rng = random.Random(how)
+    points = sorted(rng.sample(range(1, len(body)), k=min(len(body) - 1, 40)))
+    return [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+
+
+def stream_replayed(
+    chunks: list[bytes], api: Api = "completions", **replay: Any
+) -> tuple[Sample, ReplayTransport]:
+    transport = ReplayTransport(chunks, **replay)
+
+    async def job() -> Sample:
+        async with Client("http://vllm:8000/v1", api_key="k", transport=transport) as client:
+            return await client.stream(api, {"prompt": "x"}, sample(), 0)
+
+    return asyncio.run(job()), transport
+
+
+# --- parsing and timing, on replayed bytes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["whole", "bytes", "seed-1", "seed-2"])
+@pytest.mark.parametrize("name", CAPTURES)
+def test_a_capture_gives_the_same_sample_however_reads_cut_it(name: str, how: str) -> None:
+    api: Api = "chat" if "chat" in name else "completions"
+    by_event, _ = stream_replayed(events_of(name), api)
+    result, _ = stream_replayed(cut((FIXTURES / name).read_bytes(), how), api)
+    assert result.ok, result.error
+    assert result.output_tokens == final_usage(name)
+    assert sum(result.chunk_tokens) == result.output_tokens
+    assert all(tokens >= 1 for tokens in result.chunk_tokens)
+    assert result.chunk_tokens == by_event.chunk_tokens
+    assert result.prompt_tokens == by_event.prompt_tokens
+
+
+def test_speculative_chunks_carry_several_tokens() -> None:
+    result, _ = stream_replayed(events_of("ngram-completion.sse"))
+    assert result.ok, result.error
+    assert max(result.chunk_tokens) > 1  # speculative decoding: several tokens in one chunk
+    assert len(result.chunk_ns) < (result.output_tokens or 0)
+
+
+def test_the_role_only_chat_chunk_is_no_token() -> None:
+    events = events_of("baseline-chat.sse")
+    first = json.loads(events[0][6:])
+    assert first["choices"][0]["delta"].get("content", "") == ""  # the capture starts role-only
+    whole, _ = stream_replayed(events, "chat")
+    rest, _ = stream_replayed(events[1:], "chat")
+    assert whole.chunk_tokens == rest.chunk_tokens
+
+
+@pytest.mark.parametrize(
+    ("api", "path"), [("completions", "/v1/completions"), ("chat", "/v1/chat/completions")]
+)
+def test_the_request_asks_for_a_stream_with_continuous_usage(api: Api, path: str) -> None:
+    _, transport = stream_replayed([b"data: [DONE]\n\n"], api)
+    [(url, headers, body)] = transport.sent
+    assert url == "http://vllm:8000" + path
+    assert headers == {"Authorization": "Bearer k"}
+    assert body == {
+        "prompt": "x",
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+
+
+class Paced:
+    """A transport that notes when it hands each piece over, to check the client's stamps."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.handed: list[int] = []
+
+    @asynccontextmanager
+    async def stream(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[Response]:
+        self.opened = time.perf_counter_ns()
+        yield Response(200, self._pieces())
+
+    async def _pieces(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            await asyncio.sleep(0.002)
+            self.handed.append(time.perf_counter_ns())
+            yield chunk
+        self.handed.append(time.perf_counter_ns())
+
+    async def get(self, url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+        raise AssertionError("not used")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_each_chunk_is_stamped_when_its_read_arrives_and_sent_before_the_request() -> None:
+    events = events_of("ngram-completion.sse")
+    transport = Paced([b"".join(events[i : i + 2]) for i in range(0, len(events), 2)])
+
+    async def job() -> Sample:
+        async with Client("http://vllm", transport=transport) as client:
+            return await client.stream("completions", {}, sample(), scheduled_ns=7)
+
+    result = asyncio.run(job())
+    assert result.ok, result.error
+    assert result.scheduled_ns == 7
+    assert result.sent_ns <= transport.opened
+    # every token chunk carries the time of the read it came in, between that read and the next
+    for stamp in result.chunk_ns:
+        i = max(k for k, handed in enumerate(transport.handed) if handed <= stamp)
+        assert stamp < transport.handed[i + 1]
+    assert result.chunk_ns == sorted(result.chunk_ns)
+    assert transport.handed[-1] <= (result.done_ns or 0)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "error"),
+    [
+        (
+            events_of("ngram-completion.sse")[:5],
+            r"^stream ended without \[DONE\] after 5 token chunks$",
+        ),
+        (
+            [*events_of("ngram-completion.sse")[:5], b'data: {"id": "cmpl-1", "cho'],
+            r"^stream ended without \[DONE\] after 5 token chunks \(cut mid-event: "
+            r"b'data: \{\"id\": \"cmpl-1\", \"cho'\)$",
+        ),
+        ([b"data: {not json\n\n", b"data: [DONE]\n\n"], r"^malformed SSE event: '\{not json'$"),
+        ([b"data: [1, 2]\n\n", b"data: [DONE]\n\n"], r"^malformed SSE event: '\[1, 2\]'$"),
+        (
+            [b'data: {"error": {"message": "out of memory"}}\n\n'],
+            r"^server error in stream: .*out of memory",
+        ),
+        ([b"data: [DONE]\n\n"], r"^stream finished without generating a token$"),
+    ],
+    ids=["no-done", "cut-mid-event", "malformed-sse", "not-an-object", "error-event", "no-tokens"],
+)
+def test_a_bad_stream_is_recorded_not_raised(chunks: list[bytes], error: str) -> None:
+    result, _ = stream_replayed(chunks)
+    assert not result.ok
+    assert result.error is not None
+    assert re.search(error, result.error), result.error
+    assert result.done_ns is not None
+
+
+def test_an_http_error_keeps_the_start_of_its_body() -> None:
+    body = '{"error": "' + "x" * 400 + '"}'
+    result, _ = stream_replayed([body[:7].encode(), body[7:].encode()], status=400)
+    assert result.error == f"HTTP 400: {body[:300]}"
+
+
+@pytest.mark.parametrize(
+    ("pages", "job", "outcome"),
+    [
+        ({"/health": (200, "")}, "healthy", True),
+        ({"/health": (503, "")}, "healthy", False),
+        ({"/metrics": (200, "# HELP x y\n")}, "metrics_text", "# HELP x y\n"),
+        ({"/version": (200, '{"version": "0.32.0"}')}, "version", {"version": "0.32.0"}),
+    ],
+)
+def test_plain_requests(pages: dict[str, tuple[int, str]], job: str, outcome: Any) -> None:
+    async def run() -> Any:
+        async with Client("http://vllm/v1", transport=ReplayTransport(pages=pages)) as client:
+            if job == "version":
+                return await client.get_json("/version")
+            return await getattr(client, job)()
+
+    assert asyncio.run(run()) == outcome
+
+
+@pytest.mark.parametrize(
+    ("pages", "path", "error"),
+    [
+        ({}, "/version", r"^http://vllm/version: HTTP 404: Not Found$"),
+        ({"/version": (200, "<html>")}, "/version", r"^http://vllm/version: not JSON: '<html>'$"),
+        ({"/metrics": (500, "")}, "/metrics", r"^http://vllm/metrics: HTTP 500$"),
+    ],
+)
+def test_plain_request_failures_raise_a_kbgen_error(
+    pages: dict[str, tuple[int, str]], path: str, error: str
+) -> None:
+    async def run() -> None:
+        async with Client("http://vllm", transport=ReplayTransport(pages=pages)) as client:
+            if path == "/metrics":
+                await client.metrics_text()
+            else:
+                await client.get_json(path)
+
+    with pytest.raises(ServerUnreachable, match=error):
+        asyncio.run(run())
+
+
+# --- faults, against loopback servers ----------------------------------------------------------
 
 
 async def _with_server(
@@ -50,9 +263,9 @@ async def _with_server(
         await server.close()
 
 
-def stream_with(handler: Handler, api: str = "completions", **timeouts: float) -> Sample:
+def stream_with(handler: Handler, api: Api = "completions", **timeouts: float) -> Sample:
     async def job(client: Client) -> Sample:
-        return await client.stream(api, {"prompt": "x"}, sample(), 0)  # type: ignore[arg-type]
+        return await client.stream(api, {"prompt": "x"}, sample(), 0)
 
     return asyncio.run(_with_server(handler, job, Timeouts(**timeouts)))
 
@@ -80,29 +293,16 @@ def replay(
     return handler
 
 
-def test_replayed_speculative_stream_counts_tokens_from_usage() -> None:
+def test_a_capture_streams_through_aiohttp() -> None:
     events = events_of("ngram-completion.sse")
-    usages = [
-        json.loads(e[6:])["usage"]["completion_tokens"] for e in events if e.startswith(b"data: {")
-    ]
     result = stream_with(replay(events, delay_s=0.001))
     assert result.ok, result.error
-    assert result.output_tokens == usages[-1]
-    assert sum(result.chunk_tokens) == usages[-1]
+    assert result.output_tokens == final_usage("ngram-completion.sse")
+    assert sum(result.chunk_tokens) == result.output_tokens
     assert max(result.chunk_tokens) > 1  # speculative decoding: several tokens in one chunk
-    assert len(result.chunk_ns) < usages[-1]
+    assert len(result.chunk_ns) < (result.output_tokens or 0)
     assert result.chunk_ns == sorted(result.chunk_ns)
     assert result.sent_ns <= result.chunk_ns[0] <= (result.done_ns or 0)
-
-
-def test_replayed_chat_stream_skips_the_role_only_chunk() -> None:
-    events = events_of("baseline-chat.sse")
-    first = json.loads(events[0][6:])
-    assert first["choices"][0]["delta"].get("content", "") == ""  # the capture starts role-only
-    result = stream_with(replay(events, delay_s=0.001), api="chat")
-    assert result.ok, result.error
-    assert sum(result.chunk_tokens) == result.output_tokens
-    assert all(tokens >= 1 for tokens in result.chunk_tokens)
 
 
 @pytest.mark.parametrize(
@@ -115,26 +315,14 @@ def test_replayed_chat_stream_skips_the_role_only_chunk() -> None:
             r"^stream (dropped|ended without \[DONE\]) after 5 token chunks",
         ),
         (
-            replay(events_of("ngram-completion.sse")[:5]),
-            {},
-            r"^stream ended without \[DONE\] after 5 token chunks$",
-        ),
-        (replay([b"data: {not json\n\n", b"data: [DONE]\n\n"]), {}, r"^malformed SSE event"),
-        (
-            replay([b'data: {"error": {"message": "out of memory"}}\n\n']),
-            {},
-            r"^server error in stream: .*out of memory",
-        ),
-        (replay([b"data: [DONE]\n\n"]), {}, r"^stream finished without generating a token$"),
-        (
             replay([*events_of("ngram-completion.sse")[:3], b": keep-alive\n\n"], delay_s=2.0),
             {"stall_s": 0.5},
             r"^stalled: no data for 0.5 s after 1 token chunks$",
         ),
     ],
-    ids=["http-500", "dropped", "no-done", "malformed-sse", "error-event", "no-tokens", "stalled"],
+    ids=["http-500", "dropped", "stalled"],
 )
-def test_failures_are_recorded_not_raised(
+def test_connection_faults_are_recorded_not_raised(
     handler: Handler, timeouts: dict[str, float], error: str
 ) -> None:
     result = stream_with(handler, **timeouts)
@@ -162,5 +350,5 @@ def test_unreachable_server_raises_a_kbgen_error() -> None:
             assert await client.healthy() is False
             await client.get_json("/version")
 
-    with pytest.raises(ServerUnreachable, match=r"127\.0\.0\.1:9/version"):
+    with pytest.raises(ServerUnreachable, match=r"127\.0\.0\.1:9/version: ClientConnectorError"):
         asyncio.run(job())

@@ -1,9 +1,12 @@
 """HTTP to an OpenAI-compatible LLM server (vLLM); the only module that speaks HTTP.
 
-Streams completions and chat completions and timestamps every chunk with `perf_counter_ns` as it
-arrives; fetches `/health`, `/version`, `/v1/models` and the `/metrics` text. aiohttp, because it
-is what `vllm bench serve` uses and ingests SSE about 1.5× faster than httpx here (43k vs 27k
-chunks/s from a local source): the client must not become the bottleneck it is measuring.
+`Client` streams completions and chat completions and timestamps every chunk with
+`perf_counter_ns` as it arrives; it fetches `/health`, `/version`, `/v1/models` and the `/metrics`
+text. It reaches the server through a `Transport` (the seam httpx calls a transport):
+`AiohttpTransport` by default, `ReplayTransport` to answer from memory in tests and
+micro-benchmarks. aiohttp, because it is what `vllm bench serve` uses and ingests SSE about 1.5×
+faster than httpx here (43k vs 27k chunks/s from a local source): the client must not become the
+bottleneck it is measuring.
 
 A failed request — an HTTP error, a dropped or stalled stream, a malformed event, an error event
 from the server — comes back as a Sample with `error` set, never as an exception and never as a
@@ -14,8 +17,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -32,6 +38,118 @@ class Timeouts:
     connect_s: float = 10.0
     stall_s: float = 60.0
     request_s: float = 1800.0
+
+
+class TransportError(Exception):
+    """The connection failed (refused, reset, cut mid-body); the message names the cause."""
+
+
+@dataclass(frozen=True)
+class Response:
+    """A streaming response: its status, then its body in the pieces in which it arrives."""
+
+    status: int
+    chunks: AsyncIterator[bytes]
+
+
+class Transport(Protocol):
+    """How the client reaches a server. A stall raises TimeoutError, a failed connection
+    TransportError (also when raised while the client iterates a response's chunks)."""
+
+    def stream(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[Response]:
+        """POST `body` as JSON; the response while its body streams."""
+        ...
+
+    async def get(self, url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+        """Status and body of a GET."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class AiohttpTransport:
+    """The real transport: one aiohttp connection pool; create it inside the event loop."""
+
+    def __init__(self, timeouts: Timeouts = Timeouts(), max_connections: int = 0) -> None:
+        # limit=0: no client-side cap on connections (aiohttp's default of 100 would queue
+        # requests inside the client and hide it); the benchmark's concurrency is the cap.
+        connector = aiohttp.TCPConnector(limit=max_connections, force_close=False)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            read_bufsize=2**20,  # aiohttp's 64 KiB default splits large events
+            timeout=aiohttp.ClientTimeout(
+                total=timeouts.request_s,
+                connect=timeouts.connect_s,
+                sock_read=timeouts.stall_s,
+            ),
+        )
+
+    @asynccontextmanager
+    async def stream(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[Response]:
+        try:
+            async with self._session.post(url, json=body, headers=headers) as response:
+                # the chunks are aiohttp's own iterator, unwrapped: nothing between a read
+                # and the client's timestamp; its errors are translated here, where they land
+                yield Response(response.status, response.content.iter_any())
+        except aiohttp.ClientError as exc:
+            if isinstance(exc, TimeoutError):  # a read timeout is a stall, not a failure
+                raise
+            raise TransportError(_describe(exc)) from exc
+
+    async def get(self, url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+        try:
+            async with self._session.get(
+                url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as response:
+                return response.status, await response.text()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransportError(_describe(exc)) from exc
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+class ReplayTransport:
+    """A transport that answers from memory, for tests and micro-benchmarks.
+
+    Every streaming POST gets `status` and a body made of `chunks`, delivered in exactly those
+    pieces (cut a recorded `.sse` capture anywhere to mimic how reads split a stream); a GET of a
+    path gets `pages[path]`, or 404. What was sent is kept in `sent`: (url, headers, body).
+    """
+
+    def __init__(
+        self,
+        chunks: Iterable[bytes] = (),
+        *,
+        status: int = 200,
+        pages: Mapping[str, tuple[int, str]] | None = None,
+    ) -> None:
+        self.chunks = list(chunks)
+        self.status = status
+        self.pages = dict(pages or {})
+        self.sent: list[tuple[str, dict[str, str], dict[str, Any] | None]] = []
+
+    @asynccontextmanager
+    async def stream(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[Response]:
+        self.sent.append((url, dict(headers), body))
+        yield Response(self.status, self._replay())
+
+    async def _replay(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    async def get(self, url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+        self.sent.append((url, dict(headers), None))
+        return self.pages.get(urlsplit(url).path, (404, "Not Found"))
+
+    async def aclose(self) -> None:
+        return None
 
 
 class SSEParser:
@@ -67,7 +185,11 @@ class SSEParser:
 
 
 class Client:
-    """One connection pool to one server; use as `async with Client(url) as client:`."""
+    """One server, through one transport; use as `async with Client(url) as client:`.
+
+    Without a `transport` it opens an AiohttpTransport with `timeouts` and `max_connections` on
+    entering and closes it on leaving; a given transport is closed on leaving too.
+    """
 
     def __init__(
         self,
@@ -76,50 +198,38 @@ class Client:
         api_key: str | None = None,
         timeouts: Timeouts = Timeouts(),
         max_connections: int = 0,
+        transport: Transport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeouts = timeouts
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self._given = transport
+        self._transport: Transport | None = transport
 
     async def __aenter__(self) -> Client:
-        # limit=0: no client-side cap on connections (aiohttp's default of 100 would queue
-        # requests inside the client and hide it); the benchmark's concurrency is the cap.
-        connector = aiohttp.TCPConnector(limit=self._max_connections, force_close=False)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers=self._headers,
-            read_bufsize=2**20,  # aiohttp's 64 KiB default splits large events
-            timeout=aiohttp.ClientTimeout(
-                total=self._timeouts.request_s,
-                connect=self._timeouts.connect_s,
-                sock_read=self._timeouts.stall_s,
-            ),
-        )
+        if self._given is None:  # aiohttp's session must be made inside the running loop
+            self._transport = AiohttpTransport(self._timeouts, self._max_connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._transport is not None:
+            await self._transport.aclose()
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def transport(self) -> Transport:
+        if self._transport is None:
             raise RuntimeError("use the client inside `async with`")
-        return self._session
+        return self._transport
 
     # --- plain requests -------------------------------------------------------------------
 
     async def get(self, path: str, timeout_s: float = 10.0) -> tuple[int, str]:
         """Status and body of a GET; ServerUnreachable when nothing answers."""
         try:
-            async with self.session.get(
-                self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout_s)
-            ) as response:
-                return response.status, await response.text()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServerUnreachable(f"{self.base_url}{path}: {_describe(exc)}") from exc
+            return await self.transport.get(self.base_url + path, self._headers, timeout_s)
+        except TransportError as exc:
+            raise ServerUnreachable(f"{self.base_url}{path}: {exc}") from exc
 
     async def healthy(self) -> bool:
         try:
@@ -158,30 +268,28 @@ class Client:
         sample.scheduled_ns = scheduled_ns
         sample.sent_ns = time.perf_counter_ns()
         try:
-            async with self.session.post(url, json=body) as response:
+            async with self.transport.stream(url, body, self._headers) as response:
                 if response.status != 200:
-                    text = (await response.text())[:300]
-                    sample.error = f"HTTP {response.status}: {text}"
+                    text = b"".join([chunk async for chunk in response.chunks])
+                    sample.error = f"HTTP {response.status}: {text.decode(errors='replace')[:300]}"
                     return sample
-                await _read_stream(response, sample)
+                await _read_stream(response.chunks, sample)
         except TimeoutError:
             sample.error = (
                 f"stalled: no data for {self._timeouts.stall_s:g} s "
                 f"after {len(sample.chunk_ns)} token chunks"
             )
-        except aiohttp.ClientError as exc:
-            sample.error = (
-                f"stream dropped after {len(sample.chunk_ns)} token chunks: {_describe(exc)}"
-            )
+        except TransportError as exc:
+            sample.error = f"stream dropped after {len(sample.chunk_ns)} token chunks: {exc}"
         sample.done_ns = time.perf_counter_ns()
         return sample
 
 
-async def _read_stream(response: aiohttp.ClientResponse, sample: Sample) -> None:
+async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
     parser = SSEParser()
     seen_tokens = 0
     done = False
-    async for data in response.content.iter_any():
+    async for data in chunks:
         now = time.perf_counter_ns()
         for payload in parser.feed(data):
             if payload == "[DONE]":
