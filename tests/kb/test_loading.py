@@ -387,3 +387,28 @@ def test_parallel_load_finds_what_a_serial_one_does(
     assert [(p.path.name, p.field) for p in parallel.problems] == [
         ("copy-3.yaml", "measurements.baseline.coding.decode_tok_s.mean")
     ]
+
+
+def named(doc: Record | Plan, path: Path) -> str:
+    return f"{doc.id} from {path.name}"
+
+
+def test_scan_hands_each_file_to_each_and_takes_known_files_as_given(
+    kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan_path, record_path = kb_dir / "plans" / "next-steps.yaml", kb_dir / "ngram-test.yaml"
+    first = kb.scan([kb_dir], named)
+    assert first.problems == [] and first.products == {
+        record_path: "ngram-test from ngram-test.yaml",
+        plan_path: "next-steps from next-steps.yaml",
+    }
+
+    parsed: list[Path] = []
+    real_load_file = kb.load_file
+    monkeypatch.setattr(kb, "load_file", lambda path: parsed.append(path) or real_load_file(path))
+    unknown_task = kb.Facts("record", "ngram-test", (("resolves", "next-steps#nope"),))
+    known = {record_path: kb.Known(unknown_task, "as cached")}
+    again = kb.scan([kb_dir], named, known=known)
+    assert parsed == [plan_path] and again.products[record_path] == "as cached"
+    assert [p.field for p in again.problems] == ["resolves[0]"]  # known files are cross-checked
+    assert kb.scan([kb_dir], named, known=known, references=False).problems == []
