@@ -105,7 +105,7 @@ def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
             raise UsageError(f"{path}: no such file or folder")
     wanted = files.iter_yaml_files(targets)
     context = files.iter_yaml_files([root]) if root.is_dir() else []
-    base = kb.load(sorted({*wanted, *context}), models=False, cache=CACHE if cache else None)
+    base = kb.load_facts(sorted({*wanted, *context}), cache=CACHE if cache else None)
     asked = set(wanted)
     problems = [p for p in base.problems if p.path in asked]
     if problems:
@@ -171,11 +171,9 @@ def schema(out: Path) -> None:
     for stem, body in schemas.items():
         path = out / f"{stem}.json"
         content = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
-        if path.exists() and path.read_bytes() == content:
-            click.echo(f"unchanged {path}")
-            continue
-        files.write_atomic(path, content)
-        click.echo(f"wrote {path}")
+        click.echo(
+            f"wrote {path}" if files.write_if_changed(path, content) else f"unchanged {path}"
+        )
 
 
 @cli.command()

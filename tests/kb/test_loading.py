@@ -334,7 +334,7 @@ def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
     kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = tmp_path / "cache.json"
-    first = kb.load([kb_dir], models=False, cache=cache)
+    first = kb.load_facts([kb_dir], cache=cache)
     assert first.problems == [] and len(first.facts) == 2 and cache.exists()
 
     parsed: list[Path] = []
@@ -345,12 +345,12 @@ def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
         return real_load_file(path)
 
     monkeypatch.setattr(kb, "load_file", counting)
-    warm = kb.load([kb_dir], models=False, cache=cache)
+    warm = kb.load_facts([kb_dir], cache=cache)
     assert parsed == [] and warm.facts == first.facts and warm.problems == []
 
     record = kb_dir / "ngram-test.yaml"
     record.write_text(RECORD.replace("- next-steps#test-ngram", "- next-steps#nope"))
-    changed = kb.load([kb_dir], models=False, cache=cache)
+    changed = kb.load_facts([kb_dir], cache=cache)
     assert parsed == [record]
     assert [p.field for p in changed.problems] == ["resolves[0]"]  # cross-checks still run
 
@@ -360,13 +360,13 @@ def test_cache_from_other_rules_is_ignored(kb_dir: Path, tmp_path: Path) -> None
     entry = [[1, 1, 1], ["record", "x", [], []]]
     stale = {"key": "other", "entries": {str((kb_dir / "ngram-test.yaml").absolute()): entry}}
     cache.write_text(json.dumps(stale))
-    base = kb.load([kb_dir], models=False, cache=cache)
+    base = kb.load_facts([kb_dir], cache=cache)
     assert base.problems == [] and {f.id for f in base.facts.values()} == {
         "ngram-test",
         "next-steps",
     }
     cache.write_text("not json")
-    assert kb.load([kb_dir], models=False, cache=cache).problems == []
+    assert kb.load_facts([kb_dir], cache=cache).problems == []
 
 
 @pytest.mark.parametrize("models", [False, True], ids=["facts", "models"])
@@ -377,12 +377,38 @@ def test_parallel_load_finds_what_a_serial_one_does(
         (kb_dir / f"copy-{i}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: copy-{i}"))
     broken = sub("mean: 62.6", "mean: x", RECORD.replace("id: ngram-test", "id: copy-3"))
     (kb_dir / "copy-3.yaml").write_text(broken)
-    serial = kb.load([kb_dir], models=models)
+    load = kb.load if models else kb.load_facts
+    serial = load([kb_dir])
     monkeypatch.setattr(kb, "PARALLEL_FROM", 2)
-    parallel = kb.load([kb_dir], models=models)
+    parallel = load([kb_dir])
     assert parallel.facts == serial.facts and len(parallel.facts) == 7
     assert parallel.records == serial.records and len(parallel.records) == (6 if models else 0)
     assert parallel.problems == serial.problems
     assert [(p.path.name, p.field) for p in parallel.problems] == [
         ("copy-3.yaml", "measurements.baseline.coding.decode_tok_s.mean")
     ]
+
+
+def named(doc: Record | Plan, path: Path) -> str:
+    return f"{doc.id} from {path.name}"
+
+
+def test_scan_hands_each_file_to_each_and_takes_known_files_as_given(
+    kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan_path, record_path = kb_dir / "plans" / "next-steps.yaml", kb_dir / "ngram-test.yaml"
+    first = kb.scan([kb_dir], named)
+    assert first.problems == [] and first.products == {
+        record_path: "ngram-test from ngram-test.yaml",
+        plan_path: "next-steps from next-steps.yaml",
+    }
+
+    parsed: list[Path] = []
+    real_load_file = kb.load_file
+    monkeypatch.setattr(kb, "load_file", lambda path: parsed.append(path) or real_load_file(path))
+    unknown_task = kb.Facts("record", "ngram-test", (("resolves", "next-steps#nope"),))
+    known = {record_path: kb.Known(unknown_task, "as cached")}
+    again = kb.scan([kb_dir], named, known=known)
+    assert parsed == [plan_path] and again.products[record_path] == "as cached"
+    assert [p.field for p in again.problems] == ["resolves[0]"]  # known files are cross-checked
+    assert kb.scan([kb_dir], named, known=known, references=False).problems == []

@@ -10,25 +10,25 @@ import pytest
 from click.testing import CliRunner
 
 from kbgen.cli import cli
-from kbgen.kb import loading as kb
 from kbgen.site import build, render
 from tests.conftest import PLAN, RECORD, REPO
+from tests.site.conftest import Site, read_pages
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
-def test_the_example_site_is_current() -> None:
+def test_the_example_site_is_current(site: Site) -> None:
     """docs/ holds the example knowledge base's pages: they are the golden output."""
     stale = build.render_site(REPO / "records", REPO / "docs", check=True, cache=None)
     assert stale == [], "run `kbgen render`"
-    content = render.pages(kb.load([REPO / "records"]))  # the pure assembly agrees with it
-    assert render.differences(REPO / "docs", content) == []
+    content = site(REPO / "records")  # a render from scratch agrees with it, page for page
+    assert {rel: (REPO / "docs" / rel).read_text() for rel in content} == content
     plan = content["plans/next-steps-eagle.md"]
     assert plan.count("- [x] ") == 2 and plan.count("- [ ] ") == 3
 
 
-def test_golden_pages_of_a_measured_record(kb_dir: Path) -> None:
-    content = render.pages(kb.load([kb_dir]))
+def test_golden_pages_of_a_measured_record(kb_dir: Path, site: Site) -> None:
+    content = site(kb_dir)
     for name in (
         "records/ngram-test.md",
         "plans/next-steps.md",
@@ -47,11 +47,11 @@ PAYLOADS = {
 }
 
 
-def test_html_from_a_record_is_inert(kb_dir: Path) -> None:
+def test_html_from_a_record_is_inert(kb_dir: Path, site: Site) -> None:
     text = RECORD.replace("title: n-gram vs baseline", f"title: '{PAYLOADS['title']}'")
     text = text.replace("  Why we ran it.", f"  {PAYLOADS['context']}")
     (kb_dir / "ngram-test.yaml").write_text(text)
-    content = render.pages(kb.load([kb_dir]))
+    content = site(kb_dir)
     page = content["records/ngram-test.md"]
     assert "<script" not in page and "<img" not in page and "<b>" not in page
     assert '&lt;script&gt;alert("title")&lt;/script&gt;' in page
@@ -62,14 +62,10 @@ def test_html_from_a_record_is_inert(kb_dir: Path) -> None:
     assert "<script" not in content["plans/next-steps.md"]
 
 
-def _with_records(kb_dir: Path, *extra: tuple[str, str]) -> dict[str, str]:
-    for name, text in extra:
-        (kb_dir / f"{name}.yaml").write_text(text)
-    return render.pages(kb.load([kb_dir]))
-
-
-def test_plan_ticks_from_concluded_records_and_flags_superseded_evidence(kb_dir: Path) -> None:
-    plan = render.pages(kb.load([kb_dir]))["plans/next-steps.md"]
+def test_plan_ticks_from_concluded_records_and_flags_superseded_evidence(
+    kb_dir: Path, site: Site
+) -> None:
+    plan = site(kb_dir)["plans/next-steps.md"]
     assert re.search(
         r"- \[x\] Test n-gram speculative decoding — \[n-gram vs baseline\]"
         r"\(\.\./records/ngram-test\.md\): \*\*refuted\*\*",
@@ -83,7 +79,8 @@ def test_plan_ticks_from_concluded_records_and_flags_superseded_evidence(kb_dir:
         .replace("- next-steps#test-ngram", "- next-steps#train-draft")
         .replace("tags: [ngram]", "tags: [ngram]\nsupersedes: [ngram-test]")
     )
-    plan = _with_records(kb_dir, ("ngram-rerun", newer))["plans/next-steps.md"]
+    (kb_dir / "ngram-rerun.yaml").write_text(newer)
+    plan = site(kb_dir)["plans/next-steps.md"]
     assert "- [x] Test n-gram" not in plan
     assert re.search(
         r"- \[ \] Test n-gram speculative decoding — ⚠️ its evidence, "
@@ -93,23 +90,26 @@ def test_plan_ticks_from_concluded_records_and_flags_superseded_evidence(kb_dir:
     assert "- [x] Train a draft model — [n-gram re-run]" in plan
 
 
-def test_planned_records_tick_nothing(kb_dir: Path) -> None:
+def test_planned_records_tick_nothing(kb_dir: Path, site: Site) -> None:
     planned = (
         "schema_version: 1\nid: later\ntitle: Later\nstatus: planned\n"
         "created: 2026-11-29\nresolves: [next-steps#train-draft]\n"
     )
-    plan = _with_records(kb_dir, ("later", planned))["plans/next-steps.md"]
+    (kb_dir / "later.yaml").write_text(planned)
+    plan = site(kb_dir)["plans/next-steps.md"]
     assert "- [ ] Train a draft model\n" in plan
 
 
-def test_rendering_is_deterministic_and_incremental(kb_dir: Path, tmp_path: Path) -> None:
+def test_rendering_is_deterministic_and_incremental(
+    kb_dir: Path, tmp_path: Path, site: Site
+) -> None:
     docs = tmp_path / "docs"
-    first = render.pages(kb.load([kb_dir]))
-    assert first == render.pages(kb.load([kb_dir]))
-    written = render.write(docs, first)
+    written = build.render_site(kb_dir, docs, cache=None)
+    first = read_pages(docs)
+    assert first == site(kb_dir)
     assert len(written) == len(first)
     stamps = {p: p.stat().st_mtime_ns for p in docs.rglob("*") if p.is_file()}
-    assert render.write(docs, render.pages(kb.load([kb_dir]))) == []
+    assert build.render_site(kb_dir, docs, cache=None) == []
     assert stamps == {p: p.stat().st_mtime_ns for p in docs.rglob("*") if p.is_file()}
 
 
@@ -131,9 +131,10 @@ def test_check_and_removal_of_pages_no_longer_produced(kb_dir: Path, tmp_path: P
     assert (docs / "records" / "hand-written.md").exists()  # never generated: never removed
 
 
-def test_user_templates_override(kb_dir: Path, tmp_path: Path) -> None:
-    (tmp_path / "plan.md.j2").write_text("# {{ plan.title }} (our template)\n")
-    content = render.pages(kb.load([kb_dir]), templates=tmp_path)
+def test_user_templates_override(kb_dir: Path, tmp_path: Path, site: Site) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "plan.md.j2").write_text("# {{ plan.title }} (our template)\n")
+    content = site(kb_dir, templates=tmp_path / "templates")
     assert content["plans/next-steps.md"] == "# Next steps (our template)\n"
     assert "## Verdict" in content["records/ngram-test.md"]  # others stay kbgen's
 

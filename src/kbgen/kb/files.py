@@ -2,7 +2,8 @@
 
 No parsing here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
 alone. Writes are atomic — a temporary file beside the target, fsync, rename — so a crash leaves
-the old file or the new one, never a torn one.
+the old file or the new one, never a torn one; `write_if_changed` leaves a file that already
+holds the bytes untouched, mtime included.
 """
 
 from __future__ import annotations
@@ -56,6 +57,22 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: b
             os.unlink(tmp)
 
 
+def holds(path: Path, content: bytes) -> bool:
+    """Whether the file at `path` holds exactly `content` (False when it cannot be read)."""
+    try:
+        return path.read_bytes() == content
+    except OSError:
+        return False
+
+
+def write_if_changed(path: Path, content: bytes, *, durable: bool = True) -> bool:
+    """`write_atomic` unless the file already holds `content`; whether it wrote."""
+    if holds(path, content):
+        return False
+    write_atomic(path, content, durable=durable)
+    return True
+
+
 _COUNTER = itertools.count()
 
 
@@ -83,16 +100,20 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-class FingerprintCache:
-    """Values remembered per file, trusted while the file keeps its size and mtime.
+Fingerprint = list[int]  # size, mtime in ns, inode: see `fingerprint`
 
-    One JSON file, written atomically; `key` names the rules the values were computed under,
-    and a cache written under other rules is ignored. A missing or unreadable cache is empty.
+
+class FingerprintCache:
+    """JSON values remembered per file, each returned while the file keeps its fingerprint.
+
+    One JSON file, written atomically by `save`; `key` names the rules the values were computed
+    under, and a cache written under other rules is ignored. A missing or unreadable cache is
+    empty. What a value is, and what else must hold before it is used, is its user's contract.
     """
 
     def __init__(self, path: Path, key: str) -> None:
         self.path, self.key, self.changed = path, key, False
-        self.entries: dict[str, list[Any]] = {}
+        self.entries: dict[str, list[Any]] = {}  # absolute path -> [fingerprint, value]
         try:
             content = json.loads(path.read_bytes())
             if content.get("key") == key:
@@ -100,11 +121,13 @@ class FingerprintCache:
         except (OSError, ValueError, AttributeError, KeyError):
             pass
 
-    def get(self, path: Path, fingerprint: list[int]) -> Any | None:
+    def get(self, path: Path, fingerprint: Fingerprint) -> Any | None:
+        """The value put for `path` when it had this fingerprint; None otherwise."""
         entry = self.entries.get(str(path.absolute()))
         return entry[1] if entry is not None and entry[0] == fingerprint else None
 
-    def put(self, path: Path, fingerprint: list[int], value: Any) -> None:
+    def put(self, path: Path, fingerprint: Fingerprint, value: Any) -> None:
+        """Remember `value` (JSON data) for `path`, fingerprinted before it was read."""
         self.entries[str(path.absolute())] = [fingerprint, value]
         self.changed = True
 
@@ -115,7 +138,7 @@ class FingerprintCache:
             self.changed = False
 
 
-def fingerprint(path: Path) -> list[int]:
+def fingerprint(path: Path) -> Fingerprint:
     """Size, mtime and inode: take it *before* reading the file, so a write racing the read
     leaves a fingerprint that no longer matches."""
     stat = os.stat(path)

@@ -3,7 +3,9 @@
 A file is a plan when it sits in a folder named ``plans``, otherwise a record. Every problem is
 reported, not just the first, each located as ``file:line: dotted.path: message``. Valid files
 are parsed once by the fast loader; only a file with problems is parsed again with positions,
-so validating a large, healthy knowledge base stays quick.
+so validating a large, healthy knowledge base stays quick. `load` gives the models, `load_facts`
+what validation needs (cached between runs), and `scan` what a caller's function makes of each
+file, in the process that parsed it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import partial
 from multiprocessing import get_context
@@ -47,29 +49,49 @@ class Facts:
         refs = [(section, ref) for section in REF_SECTIONS for ref in getattr(doc, section)]
         return cls("record", doc.id, refs=tuple(refs))
 
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "refs": self.refs, "tasks": self.tasks}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Facts:
+        refs = tuple((section, target) for section, target in data["refs"])
+        return cls(data["kind"], data["id"], refs, tuple(data["tasks"]))
+
 
 REF_SECTIONS = ("resolves", "supersedes", "related")
 
 
+@dataclass(frozen=True)
+class Known:
+    """A valid file as `scan` sees it: its facts, and what `each` made of it (its product)."""
+
+    facts: Facts
+    product: Any
+
+
 @dataclass
 class KnowledgeBase:
-    """Valid records and plans by id, with the file each came from, and every problem found.
+    """Every valid file's facts and product, the file of each id, and every problem found.
 
-    Loaded with ``models=False`` (what `kbgen validate` needs), only ``facts`` are filled:
-    files unchanged since the last run are then not even parsed.
+    A file's product is its model with `load`, what `each` returned with `scan`, and None
+    with `load_facts`; ``records`` and ``plans`` are the products that are models.
     """
 
-    records: dict[str, Record] = field(default_factory=dict)
-    plans: dict[str, Plan] = field(default_factory=dict)
-    facts: dict[Path, Facts] = field(default_factory=dict)  # every valid file
+    facts: dict[Path, Facts] = field(default_factory=dict)  # every valid file, ids unique
+    products: dict[Path, Any] = field(default_factory=dict)  # every valid file, in file order
     paths: dict[tuple[str, str], Path] = field(default_factory=dict)  # (kind, id) -> file
     problems: list[Problem] = field(default_factory=list)
     # (kind, file stem) of files that failed: references to them are not reported as dangling,
     # since the file's own problems already say what is wrong
     broken: set[tuple[str, str]] = field(default_factory=set)
-    # with `load(each=...)`: what `each` made of every valid file, in place of its model
-    products: dict[Path, Any] = field(default_factory=dict)
-    from_cache: set[Path] = field(default_factory=set)  # files whose facts and product were cached
+
+    @property
+    def records(self) -> dict[str, Record]:
+        return {doc.id: doc for doc in self.products.values() if isinstance(doc, Record)}
+
+    @property
+    def plans(self) -> dict[str, Plan]:
+        return {doc.id: doc for doc in self.products.values() if isinstance(doc, Plan)}
 
     def path_of(self, doc: Record | Plan) -> Path:
         return self.paths[("plan" if isinstance(doc, Plan) else "record", doc.id)]
@@ -138,105 +160,108 @@ def load_file(path: Path) -> Record | Plan:
 PARALLEL_FROM = 256  # files to parse before a second process pays for its start-up
 
 
-def load(
+def load(paths: Iterable[Path]) -> KnowledgeBase:
+    """Every record and plan under `paths` as models (``records``, ``plans``), cross-checked."""
+    return scan(paths, _model)
+
+
+def load_facts(paths: Iterable[Path], cache: Path | None = None) -> KnowledgeBase:
+    """Every file under `paths` validated and cross-checked, keeping only ``facts`` (`kbgen
+    validate`).
+
+    The `cache` file, when given, remembers the facts of every valid file. Its key is kbgen's
+    version and schema; a file's facts are trusted, and the file not even parsed, while its
+    fingerprint (size, mtime, inode) is the one it had when it was read.
+    """
+    found = files.iter_yaml_files(paths)
+    if cache is None:
+        return _scan(found, _nothing, {}, references=True)
+    remembered = files.FingerprintCache(cache, _rules_key())
+    fingerprints = {path: files.fingerprint(path) for path in found}
+    known = {}
+    for path, fingerprint in fingerprints.items():
+        value = remembered.get(path, fingerprint)
+        if value is not None:
+            known[path] = Known(Facts.from_json(value), None)
+    kb = _scan(found, _nothing, known, references=True)
+    for path, facts in kb.facts.items():
+        if path not in known:
+            remembered.put(path, fingerprints[path], facts.to_json())
+    remembered.save()
+    return kb
+
+
+def scan(
     paths: Iterable[Path],
+    each: Callable[[Record | Plan, Path], Any],
     *,
-    models: bool = True,
-    cache: Path | None = None,
-    each: Callable[[Record | Plan, Path], Any] | None = None,
-    cache_key: str = "",
-    trust: Callable[[Any], bool] | None = None,
+    known: Mapping[Path, Known] | None = None,
     references: bool = True,
 ) -> KnowledgeBase:
-    """Every record and plan under `paths`, validated and cross-checked.
+    """Every record and plan under `paths`, validated and cross-checked, each valid one handed
+    to `each` (a picklable function) in the process that parsed it: what it returns is the
+    file's product. Many files are parsed in parallel, one process per core.
 
-    Many files are parsed in parallel, one process per core. With `each` (a picklable
-    function), every valid document is handed to it in the process that parsed it, and what it
-    returns is kept in ``products`` instead of the model: work on each file is then parallel
-    too.
-
-    With a `cache` file, files that are valid and unchanged (same size, mtime and inode) since
-    the last run are not parsed at all: their facts — and with `each`, their products, which
-    must then be JSON data — come from the cache. Models cannot be cached, so a cache needs
-    ``models=False`` or `each`; `cache_key` names whatever else the products depend on, and
-    `trust`, when given, may turn down a cached product (the file is then parsed again).
-    With ``references=False`` links between files are not checked (for a partial set of files).
+    A file in `known` is not parsed: its facts and product are as given there (its caller's
+    cache vouches for them). With ``references=False`` links between files are not checked
+    (for a partial set of files).
     """
-    if cache is not None and models and each is None:
-        raise ValueError("a cache serves loads without models, or with `each`")
+    return _scan(files.iter_yaml_files(paths), each, known or {}, references)
+
+
+def _scan(
+    found: list[Path],
+    each: Callable[[Record | Plan, Path], Any],
+    known: Mapping[Path, Known],
+    references: bool,
+) -> KnowledgeBase:
     kb = KnowledgeBase()
-    cached = files.FingerprintCache(cache, _cache_key() + cache_key) if cache else None
-    found = files.iter_yaml_files(paths)
-    known: dict[Path, Facts] = {}
-    fingerprints: dict[Path, list[int]] = {}
-    if cached is not None:
-        for path in found:
-            fingerprints[path] = fingerprint = files.fingerprint(path)
-            hit = cached.get(path, fingerprint)
-            if hit is not None and (each is None or trust is None or trust(hit[4])):
-                known[path] = Facts(hit[0], hit[1], tuple(map(tuple, hit[2])), tuple(hit[3]))
-                kb.from_cache.add(path)
-                if each is not None:
-                    kb.products[path] = hit[4]
+    parsed: dict[Path, Known] = {}
     todo = [path for path in found if path not in known]
-    examine: Callable[[Path], Examined] = _examine_with_model if models else _examine
-    if each is not None:
-        examine = partial(_examine_each, each)
-    for path, doc, facts, problems in _map(examine, todo):
-        if facts is None:
-            kb.problems.extend(problems)
+    for path, result in _map(partial(_examine, each), todo):
+        if isinstance(result, Known):
+            parsed[path] = result
+        else:
+            kb.problems.extend(result)
             kb.broken.add(("plan" if kind_of(path) is Plan else "record", path.stem))
-            continue
-        known[path] = facts
-        if cached is not None:
-            product = doc if each is not None else None
-            cached.put(path, fingerprints[path], [*astuple(facts), product])
-        if each is not None:
-            kb.products[path] = doc
-        elif isinstance(doc, Plan):
-            kb.plans[doc.id] = doc
-        elif isinstance(doc, Record):
-            kb.records[doc.id] = doc
     for path in found:
-        if (facts := known.get(path)) is None:
+        if (entry := known.get(path) or parsed.get(path)) is None:
             continue
-        key = (facts.kind, facts.id)
+        kb.products[path] = entry.product
+        key = (entry.facts.kind, entry.facts.id)
         if key in kb.paths:
-            message = f"{facts.id!r} is also the id of {kb.paths[key]}"
+            message = f"{entry.facts.id!r} is also the id of {kb.paths[key]}"
             kb.problems.append(located(path, ["id"], message))
             continue
         kb.paths[key] = path
-        kb.facts[path] = facts
-    if cached is not None:
-        cached.save()
+        kb.facts[path] = entry.facts
     if references:
         kb.problems.extend(_reference_problems(kb))
     return kb
 
 
-Examined = tuple[Path, Any, Facts | None, list[Problem]]  # (path, model or product, ...)
+def _model(doc: Record | Plan, path: Path) -> Record | Plan:
+    return doc
 
 
-def _examine_with_model(path: Path) -> Examined:
+def _nothing(doc: Record | Plan, path: Path) -> None:
+    return None
+
+
+def _examine(
+    each: Callable[[Record | Plan, Path], Any], path: Path
+) -> tuple[Path, Known | list[Problem]]:
     try:
         doc = load_file(path)
     except InvalidInput as exc:
-        return path, None, None, exc.problems
-    return path, doc, Facts.of(doc), []
+        return path, exc.problems
+    return path, Known(Facts.of(doc), each(doc, path))
 
 
-def _examine(path: Path) -> Examined:
-    """Like `_examine_with_model`, returning only what crosses a process boundary cheaply."""
-    path, _, facts, problems = _examine_with_model(path)
-    return path, None, facts, problems
+R = TypeVar("R")
 
 
-def _examine_each(each: Callable[[Record | Plan, Path], Any], path: Path) -> Examined:
-    path, doc, facts, problems = _examine_with_model(path)
-    return path, None if doc is None else each(doc, path), facts, problems
-
-
-def _map(func: Callable[[Path], Examined], paths: list[Path]) -> Iterator[Examined]:
+def _map(func: Callable[[Path], R], paths: list[Path]) -> Iterator[R]:
     workers = os.cpu_count() or 1
     if workers < 2 or len(paths) < PARALLEL_FROM:
         yield from map(func, paths)
@@ -246,10 +271,14 @@ def _map(func: Callable[[Path], Examined], paths: list[Path]) -> Iterator[Examin
         yield from pool.map(func, paths, chunksize=max(16, len(paths) // (workers * 8)))
 
 
-def _cache_key() -> str:
-    """Changes whenever kbgen or its schema does, so a cache never outlives its rules."""
+FACTS_FORMAT = 2  # of `Facts.to_json`: bump it when that changes, so older caches are ignored
+
+
+def _rules_key() -> str:
+    """Changes whenever kbgen, its schema or the cached facts' format does."""
     schema = json.dumps(json_schemas(), sort_keys=True)
-    return hashlib.sha256(f"{__version__}\n{schema}".encode()).hexdigest()[:16]
+    text = f"{FACTS_FORMAT}\n{__version__}\n{schema}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def located(path: Path, loc: list[str | int], message: str) -> Problem:

@@ -93,7 +93,7 @@ def difference(
         exported = gitrepo.export(
             root, revs.base, folder, Path(scratch) / "base", base_blobs.keys() - same
         )
-        old = kb.load([exported], each=summary, references=False)
+        old = kb.scan([exported], summary, references=False)
         skipped = sorted(
             {str(_named(p, Path(scratch) / "base", base_name).path) for p in old.problems}
         )
@@ -123,7 +123,7 @@ def _listed(name: str) -> bool:
 
 
 def summary(doc: Record | Plan, path: Path) -> dict[str, Any]:
-    """For `kb.load(each=)`: a plan's data or a record's card, with the file's git blob id."""
+    """For `kb.scan`: a plan's data or a record's card, with the file's git blob id."""
     blob = gitrepo.blob_id(path.read_bytes())
     if isinstance(doc, Plan):
         return {"plan": doc.model_dump(mode="json"), "blob": blob}
@@ -183,9 +183,9 @@ def _load_at(
 ) -> tuple[KnowledgeBase, Path | None]:
     """The knowledge base at `rev`, and the folder it was exported to (None: the files on disk)."""
     if rev is None:
-        return kb.load([records], each=summary), None
+        return kb.scan([records], summary), None
     folder = gitrepo.export(root, rev, _inside(root, records), scratch)
-    return kb.load([folder], each=summary), scratch
+    return kb.scan([folder], summary), scratch
 
 
 def _inside(root: Path, path: Path) -> str:
@@ -232,7 +232,7 @@ def check(
     a record), so in git it is done for the records this branch changed since it forked from
     the main branch, unless `every_record`; outside git, for every record.
     """
-    base = kb.load([records], each=lint_facts)
+    base = kb.scan([records], lint_facts)
     if base.problems:
         return Report(base.problems, ["docs/ and lints not checked until every file is valid"])
     stale = build.render_site(records, docs, templates, check=True)
@@ -285,7 +285,7 @@ def _changed_since(fork: Fork, records: Path, base: KnowledgeBase) -> set[Path]:
 
 
 def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
-    """For `kb.load(each=)`: what the lints need of one file, found where it was parsed."""
+    """For `kb.scan`: what the lints need of one file, found where it was parsed."""
     facts: dict[str, Any] = {"links": [[loc, target] for loc, target in _links(doc)]}
     if isinstance(doc, Record):
         facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
@@ -294,8 +294,8 @@ def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
 
 
 def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> list[Problem]:
-    """Dangling links, missing samples and hand-edited numbers in a knowledge base loaded with
-    ``each=lint_facts`` and valid.
+    """Dangling links, missing samples and hand-edited numbers in a knowledge base scanned with
+    `lint_facts` and valid.
 
     Numbers are recomputed for the record files in `changed` (None: every record).
     """

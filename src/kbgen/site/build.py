@@ -1,16 +1,26 @@
-"""`kbgen render` end to end: skip when nothing changed, else load, render and write in parallel.
+"""`kbgen render` end to end, and the one place that writes docs/: skip, load, render, write.
 
-The no-op check comes first and is stats only: when neither the inputs (records, plans,
-templates, kbgen itself) nor the pages written last time changed — by size, mtime and inode,
-remembered in `.kbgen_cache/render.json` — nothing is parsed or rendered. This module imports
-no YAML, Pydantic or Jinja until that check fails: on a large knowledge base, those imports
-would otherwise be most of a no-op's time.
+Two caches, both kept here, make a render over thousands of records quick:
 
-Otherwise each record's page is rendered, compared and written in the process that parsed it
-(`kb.load(each=)`), and the pages over many records — plans and indexes — are made here from
-small cards. A record file unchanged since the last render, whose page is unchanged too, is not
-even parsed: its card comes from `.kbgen_cache/render-records.json`, so changing one record of
-thousands re-renders that record's page and the indexes only.
+- **The snapshot** (`.kbgen_cache/render.json`) makes a no-op stat-only. Its key is the
+  fingerprint (size, mtime, inode) of every input — records, plans, kbgen's code and templates,
+  the user's templates — and where docs/ is; it stores the fingerprint of every page written
+  and of the folders of generated pages (their mtime changes when a page is added or removed
+  there). It is trusted when the key matches and every one of those fingerprints is still on
+  disk: then nothing is parsed or rendered. This module imports no YAML, Pydantic or Jinja
+  until that check fails: on a large knowledge base, those imports would otherwise be most of
+  a no-op's time.
+- **The file cache** (`.kbgen_cache/render-records.json`, a `files.FingerprintCache`) makes a
+  change re-render only what it touches. Its key is kbgen's code and templates, where docs/ and
+  the records are, and the plans' task texts (they are on record pages). It stores, per file
+  fingerprinted before it was read, the file's facts and either a plan's data or a record's
+  card and its pages' fingerprints after the render. A record's entry is trusted while the
+  file's and its pages' fingerprints match: the file is then not even parsed.
+
+Otherwise each record's page is rendered and written in the process that parsed it
+(`kb.scan`), and the pages over many records — plans and indexes — are made here from the
+records' cards, once every file is valid. Every page goes through `_sync`, which writes only
+pages whose bytes changed; generated pages no longer produced are removed.
 """
 
 from __future__ import annotations
@@ -19,16 +29,45 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbgen import __version__
-from kbgen.kb.files import fingerprint, iter_yaml_files, write_atomic
+from kbgen.kb import files
+from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files
 
-CACHE = Path(".kbgen_cache") / "render.json"
+if TYPE_CHECKING:
+    from kbgen.kb.loading import Card, Facts, Known
+    from kbgen.kb.models import Plan, Record
+
+CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
+FILE_CACHE = "render-records.json"
+FILE_CACHE_FORMAT = 2  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What rendering a record's pages needs besides the record, in whichever process parsed it."""
+
+    docs: Path
+    records: Path  # the knowledge base's folder, as given
+    templates: Path | None
+    tasks: dict[str, list[str]]  # task texts by `plan#task`
+    check: bool  # compare only, write nothing
+
+
+@dataclass(frozen=True)
+class RecordPages:
+    """A record once its pages are rendered: what plan pages and indexes need of it."""
+
+    card: Card
+    pages: dict[str, Fingerprint | None]  # on disk after the render; None: not to be trusted
+    stale: tuple[str, ...] = ()  # the pages that differed from disk (written, unless checking)
 
 
 def render_site(
@@ -41,12 +80,13 @@ def render_site(
     """Render the knowledge base under `records` into `docs`; with `check`, only compare.
 
     Returns the pages written or removed (with `check`: those that are stale), relative to docs.
+    `cache` is the snapshot's file (None: no caches).
     """
-    files = iter_yaml_files([records])
+    inputs = {path: fingerprint(path) for path in iter_yaml_files([records])}
     code = _code_key(templates)
-    key = _inputs_key(files, code) + str(docs.absolute())
+    key = _inputs_key(inputs, code) + str(docs.absolute())
     last = _read_json(cache) if cache is not None else {}
-    if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
+    if last.get("key") == key and _on_disk(docs, last.get("outputs", {})):
         return []
 
     from kbgen.errors import InvalidInput
@@ -56,49 +96,134 @@ def render_site(
 
     # record pages need the plans' task texts: read those few files first
     plans: list[Plan] = []
-    for path in files:
+    for path in inputs:
         if kb.kind_of(path) is Plan:
             try:
                 plans.append(kb.load_model(path, Plan))
             except InvalidInput:
                 continue  # reported by the full load below
-    job = render.Job(docs, records, templates, render.task_texts(plans), check)
+    job = Job(docs, records, templates, render.task_texts(plans), check)
     where = [str(docs.absolute()), str(records.absolute())]
-    rules = json.dumps([code, *where, job.tasks], sort_keys=True)
-    base = kb.load(
-        [records],
-        each=functools.partial(render.rendered, job),
-        cache=None if cache is None else cache.with_name("render-records.json"),
-        cache_key=hashlib.sha256(rules.encode()).hexdigest(),
-        # a record whose pages were edited or removed since is rendered again
-        trust=lambda product: "plan" in product or _outputs_unchanged(docs, product["pages"]),
-    )
+    rules = json.dumps([FILE_CACHE_FORMAT, code, *where, job.tasks], sort_keys=True)
+    remembered = None
+    if cache is not None:
+        remembered = files.FingerprintCache(
+            cache.with_name(FILE_CACHE), hashlib.sha256(rules.encode()).hexdigest()
+        )
+    known = {} if remembered is None else _trusted(remembered, inputs, docs)
+    base = kb.scan([records], functools.partial(render_file, job), known=known)
+    if remembered is not None:
+        for path, facts in base.facts.items():
+            if path not in known and path in inputs:
+                remembered.put(path, inputs[path], _entry(facts, base.products[path]))
+        remembered.save()
     if base.problems:
         raise InvalidInput(base.problems)
+
     cards, produced, stale = [], [], []
     plan_models, sources = {}, {}
     for path, product in base.products.items():
-        if "plan" in product:
-            plan = Plan.model_validate(product["plan"])
-            plan_models[plan.id], sources[plan.id] = plan, render.source_of(path, records)
+        if isinstance(product, Plan):
+            plan_models[product.id] = product
+            sources[product.id] = render.source_of(path, records)
             continue
-        if path in base.from_cache:
-            product = {**product, "stale": []}  # trusted: its pages are as written then
-        cards.append(kb.Card.from_json(product["card"]))
-        produced += product["pages"]
-        stale += product["stale"]
-    site = render.site_pages(render.cached_environment(templates), plan_models, sources, cards)
+        cards.append(product.card)
+        produced += product.pages
+        stale += product.stale
+    site = render.site_pages(render.environment(templates), plan_models, sources, cards)
     produced += site
+    changed = stale + _sync(docs, site, check)
+    leftovers = _leftovers(docs, set(produced))
     if check:
-        removed = render.stale_outputs(docs, set(produced))
-        changed = render.changed(docs, site)
-        return sorted(stale + changed) + [str(p.relative_to(docs)) for p in removed]
-    written = stale + [str(p.relative_to(docs)) for p in render.write(docs, site, produced)]
+        return sorted(changed) + leftovers
+    for rel in leftovers:
+        (docs / rel).unlink()
     if cache is not None:
         folders = [rel for rel in GENERATED if (docs / rel).is_dir()]
         outputs = {rel: fingerprint(docs / rel) for rel in [*sorted(produced), *folders]}
-        write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
-    return written
+        files.write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
+    return changed + leftovers
+
+
+def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
+    """For `kb.scan`: a record's pages rendered and synced (`_sync`) where it was parsed.
+
+    A plan comes back as is: its page needs every record's card. A page is complete or absent,
+    never torn, so a load that fails on another file leaves only up-to-date pages behind; the
+    indexes are not touched until every file is valid.
+    """
+    from kbgen.kb.loading import Card
+    from kbgen.kb.models import Plan
+    from kbgen.site import render
+
+    if isinstance(doc, Plan):
+        return doc
+    source = render.source_of(path, job.records)
+    made = render.record_pages(render.environment(job.templates), doc, source, job.tasks)
+    stale = _sync(job.docs, made, job.check)
+    pages = {rel: _fingerprint(job.docs / rel) for rel in made}
+    if job.check:  # a stale page is not what it should be: never trust its fingerprint
+        pages.update(dict.fromkeys(stale))
+    return RecordPages(Card.of(doc), pages, tuple(stale))
+
+
+def _sync(docs: Path, pages: Mapping[str, str], check: bool) -> list[str]:
+    """The pages whose file under `docs` differs from their text, each written unless `check`.
+
+    Written atomically but not fsynced: pages are regenerated anyway, and fsync would cost most
+    of the time.
+    """
+    if check:
+        return [rel for rel, text in pages.items() if not files.holds(docs / rel, text.encode())]
+    return [
+        rel
+        for rel, text in pages.items()
+        if files.write_if_changed(docs / rel, text.encode(), durable=False)
+    ]
+
+
+def _leftovers(docs: Path, produced: set[str]) -> list[str]:
+    """Generated pages on disk that the knowledge base no longer produces, relative to docs."""
+    found = []
+    for folder in GENERATED:
+        for path in sorted((docs / folder).glob("*")):
+            relative = f"{folder}/{path.name}"
+            if relative not in produced and _is_generated(path):
+                found.append(relative)
+    return found
+
+
+def _is_generated(path: Path) -> bool:
+    if path.suffix == ".svg":
+        return b"kbgen-chart" in path.read_bytes()[:200]
+    return path.suffix == ".md" and b"generated by kbgen render" in path.read_bytes()[:300]
+
+
+def _entry(facts: Facts, product: Plan | RecordPages) -> dict[str, Any]:
+    """What the file cache keeps of one file (`_trusted` reads it back)."""
+    if isinstance(product, RecordPages):
+        return {"facts": facts.to_json(), "card": product.card.to_json(), "pages": product.pages}
+    return {"facts": facts.to_json(), "plan": product.model_dump(mode="json")}
+
+
+def _trusted(
+    remembered: files.FingerprintCache, inputs: dict[Path, Fingerprint], docs: Path
+) -> dict[Path, Known]:
+    """The files whose cached entry holds: the file, and a record's pages, unchanged since."""
+    from kbgen.kb.loading import Card, Facts, Known
+    from kbgen.kb.models import Plan
+
+    known = {}
+    for path, fingerprint_now in inputs.items():
+        entry = remembered.get(path, fingerprint_now)
+        if entry is None:
+            continue
+        facts = Facts.from_json(entry["facts"])
+        if "plan" in entry:
+            known[path] = Known(facts, Plan.model_validate(entry["plan"]))
+        elif _on_disk(docs, entry["pages"]):  # a page edited or removed since: render again
+            known[path] = Known(facts, RecordPages(Card.from_json(entry["card"]), entry["pages"]))
+    return known
 
 
 def _code_key(templates: Path | None) -> str:
@@ -113,11 +238,11 @@ def _code_key(templates: Path | None) -> str:
     return digest.hexdigest()
 
 
-def _inputs_key(files: list[Path], code: str) -> str:
+def _inputs_key(inputs: dict[Path, Fingerprint], code: str) -> str:
     """Changes whenever a record or a plan does, or `code` (`_code_key`)."""
     digest = hashlib.sha256(code.encode())
-    for path in files:
-        digest.update(f"{path}:{fingerprint(path)}\n".encode())
+    for path, known in inputs.items():
+        digest.update(f"{path}:{known}\n".encode())
     return digest.hexdigest()
 
 
@@ -129,7 +254,15 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _outputs_unchanged(docs: Path, outputs: dict[str, list[int] | None]) -> bool:
+def _fingerprint(path: Path) -> Fingerprint | None:
+    try:
+        return fingerprint(path)
+    except OSError:
+        return None
+
+
+def _on_disk(docs: Path, outputs: dict[str, Fingerprint | None]) -> bool:
+    """Whether every file named in `outputs` still has its fingerprint (and there is one)."""
     # os.stat on strings, not Path objects: this runs over every generated file on a no-op
     folder = str(docs)
     try:

@@ -1,9 +1,8 @@
 """`kbgen render`: records and plans to plain Markdown pages and SVG charts; the only Jinja module.
 
-Pages are computed in memory by pure functions (`pages(kb) -> {path: content}`), then written
-by `write()` only where their bytes changed, so an unchanged knowledge base rewrites nothing and
-`kbgen render --check` can tell a stale `docs/` from a current one. Output is deterministic: no
-timestamps, no random ids, sorted everything.
+Pure functions, strings out: a record's page (`record_pages`), and the pages over many records,
+plans and indexes (`site_pages`), each by its path under docs/. `site.build` writes them.
+Output is deterministic: no timestamps, no random ids, sorted everything.
 
 Every string that comes from a record or plan is escaped: `<`, `>` and `&` become entities, so
 HTML in a title or a context is shown as text and never executed. Fields meant to hold Markdown
@@ -17,16 +16,14 @@ import functools
 import html
 import os
 import re
-from collections.abc import Container, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from kbgen.kb import files
-from kbgen.kb.loading import Card, KnowledgeBase, task_states
+from kbgen.kb.loading import Card, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.site import charts
 
@@ -87,7 +84,9 @@ def estimate(value: Any) -> str:
     return f"{number(value.mean)} [{number(value.low)} … {number(value.high)}]"
 
 
-def _environment(templates: Path | None) -> jinja2.Environment:
+@functools.cache
+def environment(templates: Path | None) -> jinja2.Environment:
+    """The Jinja environment of kbgen's templates, overridden by those in `templates`."""
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))
@@ -163,131 +162,15 @@ def site_pages(
     return out
 
 
-def pages(kb: KnowledgeBase, templates: Path | None = None) -> dict[str, str]:
-    """Every generated file under docs/, by relative path, as text."""
-    env = _environment(templates)
-    tasks = task_texts(kb.plans.values())
-    out: dict[str, str] = {}
-    for record in kb.records.values():
-        out.update(record_pages(env, record, source_of(kb.path_of(record)), tasks))
-    sources = {plan.id: source_of(kb.path_of(plan)) for plan in kb.plans.values()}
-    cards = [Card.of(record) for record in kb.records.values()]
-    out.update(site_pages(env, kb.plans, sources, cards))
-    return dict(sorted(out.items()))
-
-
-def source_of(path: Path, records: Path | None = None) -> str:
+def source_of(path: Path, records: Path) -> str:
     """A file's path as pages show it: from the knowledge base's folder, `records/x.yaml`."""
-    if records is not None:
-        folder, name = os.fspath(records).rstrip("/"), os.fspath(path)
-        if name.startswith(folder + "/"):  # as listed from the folder: no path arithmetic
-            return f"{os.path.basename(os.path.abspath(folder))}/{name[len(folder) + 1 :]}"
-        inside = path.absolute().relative_to(records.absolute())
-        return f"{records.absolute().name}/{inside.as_posix()}"
-    parts = path.parts
-    if "records" not in parts:
-        return path.name
-    last = len(parts) - 1 - parts[::-1].index("records")
-    return "/".join(parts[last:])
-
-
-def write(docs: Path, content: dict[str, str], produced: Iterable[str] | None = None) -> list[Path]:
-    """Write pages whose bytes differ, and remove generated pages no longer produced.
-
-    `produced` names every page the knowledge base makes (default: those in `content`), so a
-    caller may pass only the pages it knows changed.
-    """
-    written = []
-    for relative, text in content.items():
-        if _unchanged(docs / relative, text):
-            continue
-        files.write_atomic(docs / relative, text.encode(), durable=False)  # regenerated anyway
-        written.append(docs / relative)
-    for path in stale_outputs(docs, set(content if produced is None else produced)):
-        path.unlink()
-        written.append(path)
-    return written
-
-
-def _unchanged(path: Path, text: str) -> bool:
-    try:
-        return path.read_bytes() == text.encode()
-    except OSError:
-        return False
-
-
-def stale_outputs(docs: Path, content: Container[str]) -> list[Path]:
-    """Generated files on disk that the knowledge base no longer produces."""
-    found = []
-    for folder in (RECORDS_DIR, PLANS_DIR):
-        for path in sorted((docs / folder).glob("*")):
-            relative = f"{folder}/{path.name}"
-            if relative not in content and _is_generated(path):
-                found.append(path)
-    return found
-
-
-def _is_generated(path: Path) -> bool:
-    if path.suffix == ".svg":
-        return b"kbgen-chart" in path.read_bytes()[:200]
-    return path.suffix == ".md" and b"generated by kbgen render" in path.read_bytes()[:300]
-
-
-def differences(docs: Path, content: dict[str, str]) -> list[str]:
-    """Relative paths whose file is missing, different, or no longer produced."""
-    return changed(docs, content) + [str(p.relative_to(docs)) for p in stale_outputs(docs, content)]
-
-
-def changed(docs: Path, content: dict[str, str]) -> list[str]:
-    return [relative for relative, text in content.items() if not _unchanged(docs / relative, text)]
-
-
-@dataclass(frozen=True)
-class Job:
-    """What rendering a record's pages needs besides the record, in whichever process parsed it."""
-
-    docs: Path
-    records: Path  # the knowledge base's folder, as given
-    templates: Path | None
-    tasks: dict[str, list[str]]
-    check: bool  # compare only, write nothing
-
-
-@functools.cache
-def cached_environment(templates: Path | None) -> jinja2.Environment:
-    return _environment(templates)
-
-
-def rendered(job: Job, doc: Record | Plan, path: Path) -> dict[str, Any]:
-    """For `kb.load(each=)`: what the site needs of one file, as JSON data (it is cached).
-
-    A plan comes back as its data. A record comes back as its card, its pages with the
-    fingerprint each has on disk afterwards, and the pages that were stale: those are written
-    here, in the process that parsed the record, unless `job.check`. A page is complete or
-    absent, never torn, so a load that fails on another file leaves only up-to-date pages
-    behind; the indexes are not touched until every file is valid.
-    """
-    if isinstance(doc, Plan):
-        return {"plan": doc.model_dump(mode="json")}
-    source = source_of(path, job.records)
-    made = record_pages(cached_environment(job.templates), doc, source, job.tasks)
-    stale = [rel for rel, text in made.items() if not _unchanged(job.docs / rel, text)]
-    if not job.check:
-        for rel in stale:
-            files.write_atomic(job.docs / rel, made[rel].encode(), durable=False)
-    pages = {rel: _fingerprint(job.docs / rel) for rel in made}
-    if job.check:  # a stale page is not what it should be: never trust its fingerprint
-        pages.update(dict.fromkeys(stale))
-    return {"card": Card.of(doc).to_json(), "pages": pages, "stale": stale}
-
-
-def _fingerprint(path: Path) -> list[int] | None:
-    try:
-        return files.fingerprint(path)
-    except OSError:
-        return None
+    folder, name = os.fspath(records).rstrip("/"), os.fspath(path)
+    if name.startswith(folder + "/"):  # as listed from the folder: no path arithmetic
+        return f"{os.path.basename(os.path.abspath(folder))}/{name[len(folder) + 1 :]}"
+    inside = path.absolute().relative_to(records.absolute())
+    return f"{records.absolute().name}/{inside.as_posix()}"
 
 
 def template(name: str, templates: Path | None = None, **context: Any) -> str:
     """One named template rendered with `context` (e.g. `kbgen diff`'s comment, `diff.md.j2`)."""
-    return cached_environment(templates).get_template(name).render(**context).rstrip() + "\n"
+    return environment(templates).get_template(name).render(**context).rstrip() + "\n"
