@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
-from kbgen.kb.files import fingerprint, iter_yaml_files, write_atomic
+from kbgen.errors import InvalidInput
+from kbgen.kb.files import fingerprint, iter_yaml_files, read_json, write_atomic
 
 CACHE = Path(".kbgen_cache") / "render.json"
 # the folders of generated pages: their mtime changes when a page is added or removed there
@@ -45,11 +46,10 @@ def render_site(
     files = iter_yaml_files([records])
     code = _code_key(templates)
     key = _inputs_key(files, code) + str(docs.absolute())
-    last = _read_json(cache) if cache is not None else {}
+    last = _last_render(cache)
     if last.get("key") == key and _outputs_unchanged(docs, last.get("outputs", {})):
         return []
 
-    from kbgen.errors import InvalidInput
     from kbgen.kb import loading as kb
     from kbgen.kb.models import Plan
     from kbgen.site import render
@@ -121,12 +121,12 @@ def _inputs_key(files: list[Path], code: str) -> str:
     return digest.hexdigest()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _last_render(cache: Path | None) -> dict[str, Any]:
+    """What the last render remembered; nothing when there is no cache or it is unreadable."""
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        return read_json(cache) if cache is not None else {}
+    except InvalidInput:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _outputs_unchanged(docs: Path, outputs: dict[str, list[int] | None]) -> bool:
