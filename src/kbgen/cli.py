@@ -336,16 +336,17 @@ def record(
       kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
-    from kbgen.record import core as record_stage
+    from kbgen.record.check import check
+    from kbgen.record.command import record_import, record_run
 
     if check_only:
-        problems = [p for target in targets for p in record_stage.check(Path(target))]
+        problems = [p for target in targets for p in check(Path(target))]
         if problems:
             raise InvalidInput(problems)
         click.echo(f"ok: every number on {len(targets)} record(s) matches its samples")
         return
     if tool is not None:
-        path = record_stage.record_import(
+        path = record_import(
             tool, list(targets), records, into, spec_path, allow_mismatch, allow_summary_only
         )
     else:
@@ -354,7 +355,7 @@ def record(
         run = Path(targets[0])
         if not run.is_dir():
             raise UsageError(f"{run}: no such run folder")
-        path = record_stage.record_run(run, records, into, allow_mismatch)
+        path = record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
 
 

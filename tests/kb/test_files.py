@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.errors import Conflict
+from kbgen.errors import Conflict, InvalidInput
 from kbgen.kb import files
 
 
@@ -58,3 +58,22 @@ def test_fingerprint_cache_trusts_only_unchanged_files_under_the_same_key(tmp_pa
     data.write_text("x: 22\n")
     os.utime(data, ns=(1, 1))
     assert files.FingerprintCache(store_at, "rules-1").get(data, files.fingerprint(data)) is None
+
+
+def test_free_path_numbers_or_takes_the_suffixes_given(tmp_path: Path) -> None:
+    assert files.free_path(tmp_path, "x", ".yaml") == tmp_path / "x.yaml"
+    (tmp_path / "x.yaml").write_text("")
+    (tmp_path / "x-2.yaml").write_text("")
+    assert files.free_path(tmp_path, "x", ".yaml") == tmp_path / "x-3.yaml"
+    assert files.free_path(tmp_path, "x", ".yaml", iter(["-2", "-b"])) == tmp_path / "x-b.yaml"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("{not json", r"x\.json:1: not JSON"), ("[1]", r"x\.json:1: expected a JSON object")],
+    ids=["not-json", "not-object"],
+)
+def test_read_json_locates_what_is_wrong(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "x.json").write_text(content)
+    with pytest.raises(InvalidInput, match=message):
+        files.read_json(tmp_path / "x.json")

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from kbgen.kb import models, store
-from kbgen.kb.models import Plan, Record
+from kbgen.kb.models import Plan, Record, baseline_first
 from tests.conftest import RECORD
 
 
@@ -113,3 +113,7 @@ def test_json_schemas() -> None:
     schemas = models.json_schemas()
     assert set(schemas) == {"record.schema", "plan.schema"}
     assert schemas["record.schema"]["additionalProperties"] is False
+
+
+def test_the_baseline_comes_first_then_the_others_in_order() -> None:
+    assert baseline_first("b", ["a", "b", "c"]) == ["b", "a", "c"]

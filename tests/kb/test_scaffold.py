@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kbgen.errors import UsageError
 from kbgen.kb import loading as kb
 from kbgen.kb import scaffold
 
@@ -36,3 +37,8 @@ def test_new_record_id_is_dated_and_unique(tmp_path: Path) -> None:
     assert base.problems == []
     assert base.records[first.stem].title == 'Title with "quotes": and colons'
     assert base.records[first.stem].status == "planned"
+
+
+def test_a_title_that_makes_no_record_is_refused_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"-record\.yaml:5: title: String should have at least"):
+        scaffold.new_record("", tmp_path, today=dt.date(2026, 11, 29))

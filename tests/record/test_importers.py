@@ -15,7 +15,7 @@ from kbgen.cli import cli
 from kbgen.errors import InvalidInput, Mismatch
 from kbgen.kb import loading as kb
 from kbgen.kb.models import Hypothesis
-from kbgen.record import core as record
+from kbgen.record import compose
 from kbgen.record import importers as imports
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
@@ -106,18 +106,20 @@ def test_summary_only_is_inconclusive_unless_allowed(tmp_path: Path) -> None:
         imports.vllm_bench(_summary_only(NGRAM, tmp_path / "n.json"), "ngram"),
     ]
     assert not found[0].samples and "decode_tok_s" in found[0].summary
-    data, evidence = record.from_imports(found, "x", FASTER)
-    assert evidence is None and "raw_samples" not in data
-    assert data["verdict"]["outcome"] == "inconclusive" and data["verdict"]["method"] == "summary"
-    assert any("no confidence interval" in c for c in data["verdict"]["caveats"])
-    allowed, _ = record.from_imports(found, "x", FASTER, allow_summary_only=True)
+    data, evidence = compose.from_imports(found, "x", "X", FASTER)
+    assert evidence is None and data.raw_samples is None
+    assert data.verdict is not None
+    assert data.verdict.outcome == "inconclusive" and data.verdict.method == "summary"
+    assert any("no confidence interval" in c for c in data.verdict.caveats)
+    allowed, _ = compose.from_imports(found, "x", "X", FASTER, allow_summary_only=True)
     tpot = {
         name: json.loads(path.read_text())["mean_tpot_ms"]
         for name, path in (("baseline", BASE), ("ngram", NGRAM))
     }
-    effect = allowed["verdict"]["per_class"]["all"]["effect"]  # decode rate = 1000 / TPOT
+    assert allowed.verdict is not None
+    effect = allowed.verdict.per_class["all"].effect  # decode rate = 1000 / TPOT
     assert effect == pytest.approx(tpot["baseline"] / tpot["ngram"] - 1, rel=1e-5)
-    assert allowed["verdict"]["outcome"] != "inconclusive"
+    assert allowed.verdict.outcome != "inconclusive"
 
 
 def test_different_models_are_refused(tmp_path: Path) -> None:
@@ -126,9 +128,10 @@ def test_different_models_are_refused(tmp_path: Path) -> None:
     (tmp_path / "n.json").write_text(json.dumps(other))
     found = [imports.vllm_bench(BASE, "baseline"), imports.vllm_bench(tmp_path / "n.json", "n")]
     with pytest.raises(Mismatch, match="model differs: baseline=tiny, n=another-model"):
-        record.from_imports(found, "x", FASTER)
-    data, _ = record.from_imports(found, "x", FASTER, allow_mismatch=True)
-    assert any("--allow-mismatch" in c for c in data["verdict"]["caveats"])
+        compose.from_imports(found, "x", "X", FASTER)
+    data, _ = compose.from_imports(found, "x", "X", FASTER, allow_mismatch=True)
+    assert data.verdict is not None
+    assert any("--allow-mismatch" in c for c in data.verdict.caveats)
 
 
 @pytest.mark.parametrize(
@@ -177,16 +180,18 @@ def test_guidellm_report_becomes_first_and_last_token_samples() -> None:
 
 def test_guidellm_import_record(tmp_path: Path) -> None:
     found = [imports.guidellm(GL_BASE, "baseline"), imports.guidellm(GL_NGRAM, "ngram")]
-    data, evidence = record.from_imports(found, "x", FASTER)
-    assert evidence is not None and data["verdict"]["method"] == "bootstrap"
-    assert set(data["measurements"]["ngram"]["all"]) == {
+    data, evidence = compose.from_imports(found, "x", "X", FASTER)
+    assert evidence is not None and data.verdict is not None
+    assert data.verdict.method == "bootstrap"
+    assert set(data.measurements["ngram"]["all"]) == {
         "decode_tok_s",
         "ttft_ms",
         "tpot_ms",
         "e2e_ms",
     }
-    assert data["spec_decode"] == {}  # GuideLLM has no speculative-decoding counters
-    assert any("first and last token times only" in n for n in data["provenance"]["notes"])
+    assert data.spec_decode == {}  # GuideLLM has no speculative-decoding counters
+    assert data.provenance is not None
+    assert any("first and last token times only" in n for n in data.provenance.notes)
 
 
 def test_not_a_guidellm_report(tmp_path: Path) -> None:

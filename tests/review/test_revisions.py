@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from kbgen.cli import cli
 from kbgen.kb import store
-from kbgen.record import core as record
+from kbgen.record.command import record_run
 from kbgen.review import revisions as review
 from tests.conftest import PLAN, RECORD, REPO
-from tests.record.test_core import make_run
+from tests.support.runs import make_run
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "kbgen test",
@@ -235,7 +235,7 @@ def clean(tmp_path: Path) -> Path:
     (records / "plans").mkdir(parents=True)
     (records / "plans" / "next-steps.yaml").write_text(PLAN)
     git(repo, "init", "-q", "-b", "main")
-    record.record_run(make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records)
+    record_run(make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records)
     assert check(records).exit_code == 0, check(records).output
     commit(repo, "a measured record")
     return records

@@ -31,6 +31,7 @@ from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec
 from kbgen.errors import ServerFailed, ServerUnreachable
 from kbgen.kb import git
+from kbgen.kb.models import baseline_first
 
 
 @dataclass(frozen=True, order=True)
@@ -63,10 +64,9 @@ class NoEvents:
 
 def plan(spec: ExperimentSpec, suite: dict[str, list[str]]) -> list[Key]:
     """Every request to measure, baseline first, then repeat by repeat through the classes."""
-    order = [spec.baseline, *(name for name in spec.variants if name != spec.baseline)]
     return [
         Key(variant, cls, index, repeat)
-        for variant in order
+        for variant in baseline_first(spec.baseline, spec.variants)
         for repeat in range(spec.workload.repeats)
         for cls in spec.workload.classes
         for index in range(len(suite[cls]))
@@ -165,10 +165,7 @@ class _Run:
     async def all_variants(self) -> None:
         done = {_key(s) for s in self.folder.samples() if s.ok}
         try:
-            for name in [
-                self.spec.baseline,
-                *(n for n in self.spec.variants if n != self.spec.baseline),
-            ]:
+            for name in baseline_first(self.spec.baseline, self.spec.variants):
                 todo = [
                     k for k in plan(self.spec, self.suite) if k.variant == name and k not in done
                 ]

@@ -103,8 +103,18 @@ def window(before: Snapshot, after: Snapshot, model: str | None = None) -> dict[
         "draft_tokens": draft_tokens,
         "accepted_tokens": accepted,
         "accepted_per_position": per_position,
+        **acceptance(drafts, draft_tokens, accepted, per_position),
+    }
+    return out
+
+
+def acceptance(
+    drafts: float, draft_tokens: float, accepted: float, per_position: list[float]
+) -> dict[str, Any]:
+    """The speculative-decoding figures of counter deltas, None where a divisor is zero:
+    acceptance rate, mean acceptance length and acceptance rate per draft position."""
+    return {
         "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
         "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
         "per_position_acceptance": [a / drafts for a in per_position] if drafts else None,
     }
-    return out

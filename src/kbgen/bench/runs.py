@@ -34,11 +34,7 @@ class RunFolder:
     @classmethod
     def create(cls, root: Path, spec_id: str, spec_text: str, meta: dict[str, Any]) -> RunFolder:
         stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
-        path = root / f"{stamp}-{spec_id}"
-        suffix = 1
-        while path.exists():
-            suffix += 1
-            path = root / f"{stamp}-{spec_id}-{suffix}"
+        path = files.free_path(root, f"{stamp}-{spec_id}")
         (path / "metrics").mkdir(parents=True)
         (path / "logs").mkdir()
         folder = cls(path)

@@ -1,6 +1,6 @@
-"""The file-system edge: atomic writes, finding the knowledge base's files, stat fingerprints.
+"""The file-system edge: atomic writes, free names, finding files, stat fingerprints, JSON reads.
 
-No parsing here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
+No YAML here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
 alone. Writes are atomic — a temporary file beside the target, fsync, rename — so a crash leaves
 the old file or the new one, never a torn one; `write_if_changed` leaves a file that already
 holds the bytes untouched, mtime included.
@@ -12,11 +12,11 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kbgen.errors import Conflict, StoreError
+from kbgen.errors import Conflict, InvalidInput, Problem, StoreError
 
 
 def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: bool = True) -> None:
@@ -71,6 +71,42 @@ def write_if_changed(path: Path, content: bytes, *, durable: bool = True) -> boo
         return False
     write_atomic(path, content, durable=durable)
     return True
+
+
+def numbered() -> Iterator[str]:
+    """`-2`, `-3`, ...: the suffixes of a second, third, ... file of the same name."""
+    return (f"-{n}" for n in itertools.count(2))
+
+
+def free_path(
+    folder: Path, stem: str, extension: str = "", suffixes: Iterable[str] | None = None
+) -> Path:
+    """`folder/stem+extension`, or when that exists the first free name with one of `suffixes`
+    (by default `numbered`).
+
+    Free when looked at: a writer that must not clobber a racing one still creates the file
+    exclusively (`write_atomic(..., replace=False)`, `mkdir`).
+    """
+    for suffix in itertools.chain([""], numbered() if suffixes is None else suffixes):
+        path = folder / f"{stem}{suffix}{extension}"
+        if not path.exists():
+            return path
+    raise StoreError(f"{folder}: no free name for {stem}{extension}")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; InvalidInput located at the fault otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidInput([Problem(path, None, "", "no such file")]) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput([Problem(path, None, "", f"cannot read: {exc}")]) from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInput([Problem(path, exc.lineno, "", f"not JSON: {exc.msg}")]) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput([Problem(path, 1, "", "expected a JSON object")])
+    return data
 
 
 _COUNTER = itertools.count()

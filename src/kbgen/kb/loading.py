@@ -28,6 +28,7 @@ from kbgen import __version__
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files, store
 from kbgen.kb.models import Plan, Record, Status, json_schemas
+from kbgen.kb.problems import located, problems_of
 
 PLANS_FOLDER = "plans"
 M = TypeVar("M", bound=BaseModel)
@@ -102,48 +103,13 @@ def kind_of(path: Path) -> type[Record] | type[Plan]:
     return Plan if path.parent.name == PLANS_FOLDER else Record
 
 
-def dotted(parts: Iterable[str | int]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field (not in the schema; check its spelling)"
-    if error["type"] == "missing":
-        return "required field is missing"
-    return str(error["msg"])
-
-
-def problems_of(path: Path, exc: ValidationError) -> list[Problem]:
-    """Pydantic errors as located problems, positions taken from a round-trip parse."""
-    tree = store.load_document(path).data
-    # A value that fits no member of a union gets one error per member at the same place:
-    # join them into one line.
-    messages: dict[tuple[int, str], list[str]] = {}
-    for error in exc.errors(include_url=False):
-        loc = list(error["loc"])
-        if error["type"] == "union_tag_invalid":  # point at the tag itself, not its mapping
-            loc.append(str(error["ctx"]["discriminator"]).strip("'"))
-        line, found = store.line_of(tree, loc)
-        said = messages.setdefault((line, dotted(found)), [])
-        if _message(error) not in said:
-            said.append(_message(error))
-    return [
-        Problem(path, line, field, "; or ".join(said))
-        for (line, field), said in sorted(messages.items())
-    ]
-
-
 def load_model(path: Path, model: type[M]) -> M:
     """A YAML file validated as `model`; InvalidInput listing all its problems otherwise."""
     data = store.load_fast(path)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(problems_of(path, exc)) from exc
+        raise InvalidInput(problems_of(path, exc, store.load_document(path).data)) from exc
 
 
 def load_file(path: Path) -> Record | Plan:
@@ -279,12 +245,6 @@ def _rules_key() -> str:
     schema = json.dumps(json_schemas(), sort_keys=True)
     text = f"{FACTS_FORMAT}\n{__version__}\n{schema}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def located(path: Path, loc: list[str | int], message: str) -> Problem:
-    """A problem at the line of `loc` in `path` (the file is parsed again for positions)."""
-    line, found = store.line_of(store.load_document(path).data, loc)
-    return Problem(path, line, dotted(found), message)
 
 
 def _reference_problems(kb: KnowledgeBase) -> list[Problem]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -86,6 +87,11 @@ def fail_at(model: str, errors: list[tuple[tuple[str | int, ...], str]]) -> None
                 for loc, message in errors
             ],
         )
+
+
+def baseline_first(baseline: str, variants: Iterable[str]) -> list[str]:
+    """The order variants are run, compared and shown in: the baseline, then the others as given."""
+    return [baseline, *(name for name in variants if name != baseline)]
 
 
 class Model(BaseModel):
@@ -234,6 +240,9 @@ class ModelInfo(Model):
 class Hardware(Model):
     """Where the server ran."""
 
+    cpu: str | None = Field(default=None, description="CPU model.")
+    cpu_count: int | None = Field(default=None, ge=1, description="Logical CPUs.")
+    host: str | None = Field(default=None, description="Host name, when it is not a secret.")
     accelerator: str | None = Field(
         default=None,
         description="GPU model, or none on a CPU server.",
@@ -243,9 +252,6 @@ class Hardware(Model):
     interconnect: str | None = Field(
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
     )
-    cpu: str | None = Field(default=None, description="CPU model.")
-    cpu_count: int | None = Field(default=None, ge=1, description="Logical CPUs.")
-    host: str | None = Field(default=None, description="Host name, when it is not a secret.")
 
 
 class Config(Model):
@@ -414,10 +420,10 @@ class Provenance(Model):
         description="`measured` by kbgen bench, `reported` by hand from an account, or "
         "`imported` from another tool's result file."
     )
+    tool: str | None = Field(default=None, description="Tool and version that wrote the record.")
     reference: str | None = Field(
         default=None, description="Where a reported or imported result was published or found."
     )
-    tool: str | None = Field(default=None, description="Tool and version that wrote the record.")
     git_sha: str | None = Field(default=None, description="Commit of the experiment repository.")
     host: str | None = Field(default=None, description="Machine that ran the benchmark.")
     recorded_at: dt.datetime | None = Field(default=None, description="When it was recorded.")

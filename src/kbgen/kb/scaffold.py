@@ -8,6 +8,7 @@ title, and then a short random suffix separates them.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 import secrets
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from kbgen.errors import UsageError
 from kbgen.kb import files, store
 from kbgen.kb.models import Record
+from kbgen.kb.problems import problems_of
 
 MAX_SLUG = 60
 
@@ -53,20 +55,22 @@ def new_record_text(title: str, record_id: str, created: dt.date) -> str:
     """The YAML text of a planned record, validated before it is returned."""
     # A JSON string is a valid YAML double-quoted scalar: any title is safely quoted.
     text = TEMPLATE.format(id=record_id, title=json.dumps(title), created=created.isoformat())
+    tree = store.parse_text(text)
     try:
-        Record.model_validate(store.plain(store.parse_text(text)))
+        Record.model_validate(store.plain(tree))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise UsageError(f"cannot make a record of that title: {problems}") from exc
+        problems = problems_of(Path(f"{record_id}.yaml"), exc, tree)
+        raise UsageError(
+            f"cannot make a record of that title: {'; '.join(map(str, problems))}"
+        ) from exc
     return text
 
 
 def new_record(title: str, folder: Path, today: dt.date | None = None) -> Path:
     """Write a planned record for `title` into `folder` and return its path."""
     created = today or dt.date.today()
-    record_id = f"{created.isoformat()}-{slugify(title)}"
-    if (folder / f"{record_id}.yaml").exists():
-        record_id = f"{record_id}-{secrets.token_hex(2)}"
-    path = folder / f"{record_id}.yaml"
-    files.write_atomic(path, new_record_text(title, record_id, created).encode(), replace=False)
+    # a random suffix, not a number: two branches adding the same title get different ids
+    randomly = (f"-{secrets.token_hex(2)}" for _ in itertools.count())
+    path = files.free_path(folder, f"{created.isoformat()}-{slugify(title)}", ".yaml", randomly)
+    files.write_atomic(path, new_record_text(title, path.stem, created).encode(), replace=False)
     return path

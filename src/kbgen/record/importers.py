@@ -16,9 +16,18 @@ from typing import Any
 
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, Problem
+from kbgen.kb.files import read_json
+from kbgen.kb.models import MetricName
 
 ALL = "all"
 S = 1_000_000_000  # ns per second
+# our metric <- the suffix of vllm bench's mean_/median_/p99_/std_ keys; its ITL is a chunk gap
+VLLM_BENCH_SUMMARIES: tuple[tuple[MetricName, str], ...] = (
+    ("ttft_ms", "ttft_ms"),
+    ("tpot_ms", "tpot_ms"),
+    ("chunk_gap_ms", "itl_ms"),
+    ("e2e_ms", "e2el_ms"),
+)
 
 
 @dataclass
@@ -29,25 +38,11 @@ class Imported:
     tool: str
     model: str | None
     samples: list[Sample] = field(default_factory=list)
-    summary: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> stats
+    summary: dict[MetricName, dict[str, float]] = field(default_factory=dict)  # metric -> stats
     # the tool's own speculative-decoding counters, as metrics.window() reports them
     spec_decode: dict[str, Any] | None = None
     workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
     notes: list[str] = field(default_factory=list)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InvalidInput([Problem(path, None, "", "no such file")]) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput([Problem(path, None, "", f"cannot read: {exc}")]) from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInput([Problem(path, exc.lineno, "", f"not JSON: {exc.msg}")]) from exc
-    if not isinstance(data, dict):
-        raise InvalidInput([Problem(path, 1, "", "expected a JSON object")])
-    return data
 
 
 def _sample(
@@ -76,7 +71,7 @@ def _sample(
 
 def vllm_bench(path: Path, variant: str) -> Imported:
     """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request)."""
-    data = _read_json(path)
+    data = read_json(path)
     if "completed" not in data or "mean_ttft_ms" not in data:
         raise InvalidInput(
             [
@@ -112,12 +107,7 @@ def vllm_bench(path: Path, variant: str) -> Imported:
         out.notes.append(
             f"{variant}: no per-request samples (run with --save-detailed): no confidence interval"
         )
-        for metric, key in (
-            ("ttft_ms", "ttft_ms"),
-            ("tpot_ms", "tpot_ms"),
-            ("chunk_gap_ms", "itl_ms"),
-            ("e2e_ms", "e2el_ms"),
-        ):
+        for metric, key in VLLM_BENCH_SUMMARIES:
             stats = {
                 "n": data["completed"],
                 "mean": data.get(f"mean_{key}"),
@@ -158,7 +148,7 @@ def guidellm(path: Path, variant: str) -> Imported:
     Per request GuideLLM keeps the start, first-token and last-token times and the output token
     count; no per-chunk times. The first benchmark of the report is imported.
     """
-    data = _read_json(path)
+    data = read_json(path)
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list) or not benchmarks or not isinstance(benchmarks[0], dict):
         raise InvalidInput(

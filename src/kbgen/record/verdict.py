@@ -1,7 +1,7 @@
-"""The verdict rules: from effects with confidence intervals to supported / refuted / inconclusive.
+"""The verdict: from the evidence's effects and intervals to supported / refuted / inconclusive.
 
-Stated once here, and written into every record they decide, so a reader sees the rule next to
-the outcome. In the hypothesised direction, with minimum effect m:
+The rules are stated once here, and written into every record they decide, so a reader sees the
+rule next to the outcome. In the hypothesised direction, with minimum effect m:
 
 - supported: the whole confidence interval lies beyond m;
 - refuted: the whole interval lies short of m — the claimed gain is ruled out, which includes a
@@ -9,15 +9,23 @@ the outcome. In the hypothesised direction, with minimum effect m:
 - inconclusive: the interval contains m; or there are too few samples, too many failed
   requests, a client/server token mismatch, or no interval at all.
 
-The overall outcome is the classes' common outcome, inconclusive when they disagree.
+The overall outcome is the classes' common outcome, inconclusive when they disagree. The
+effects come from bootstrap intervals over the final samples (`judge`) or, for imported
+summaries without samples, from their means alone (`judge_summaries`).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from kbgen.kb.models import Hypothesis, Outcome
+from kbgen.kb.models import ClassVerdict, Hypothesis, Measurements, Outcome, Verdict
+from kbgen.record import stats
+from kbgen.record.evidence import Evidence
+from kbgen.record.figures import known, rounded
 from kbgen.record.stats import RESAMPLES, Effect
+
+CONFIDENCE = 0.95
 
 MIN_SAMPLES = 5  # per arm and class
 MAX_FAILURE_RATE = 0.05
@@ -88,4 +96,85 @@ def rule_text(hypothesis: Hypothesis, confidence: float, summary_only: bool = Fa
         f"{MIN_SAMPLES} samples per arm, or more than {MAX_FAILURE_RATE:.0%} of requests "
         "failed, or client and server token counts disagree. Overall: the classes' common "
         "outcome, inconclusive when they differ."
+    )
+
+
+def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> Verdict:
+    """The verdict with bootstrap intervals over the final successful samples."""
+    final, total, failed = evidence.final()
+    tokens_match = [w.get("tokens_match") for ws in evidence.windows.values() for w in ws]
+    guards = Guards(
+        failure_rate=failed / total if total else 0.0,
+        tokens_match=None if not tokens_match else all(t is not False for t in tokens_match),
+    )
+    metric = hypothesis.primary_metric
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for sample in final:
+        if metric in (m := sample.metrics()):
+            values[(sample.variant, sample.prompt_class)].append(m[metric])
+    effects: dict[str, Effect | None] = {}
+    for cls in evidence.classes:
+        base, other = values[(evidence.baseline, cls)], values[(evidence.challenger, cls)]
+        effects[cls] = stats.relative_effect(base, other, CONFIDENCE) if base and other else None
+    return _decide(evidence, hypothesis, effects, guards, caveats, summary_only=False)
+
+
+def judge_summaries(
+    evidence: Evidence,
+    summaries: Measurements,
+    hypothesis: Hypothesis,
+    caveats: list[str],
+    allow: bool,
+) -> Verdict:
+    """A verdict from means alone (no samples, so no interval): inconclusive unless allowed."""
+    metric = hypothesis.primary_metric
+    effects: dict[str, Effect | None] = {}
+    for cls in evidence.classes:
+        base = summaries.get(evidence.baseline, {}).get(cls, {}).get(metric)
+        other = summaries.get(evidence.challenger, {}).get(cls, {}).get(metric)
+        effects[cls] = (
+            Effect(other.mean / base.mean - 1, None, None, base.n or 0, other.n or 0)
+            if base and other
+            else None
+        )
+    guards = Guards(allow_summary_only=allow)
+    return _decide(evidence, hypothesis, effects, guards, caveats, summary_only=True)
+
+
+def _decide(
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    effects: dict[str, Effect | None],
+    guards: Guards,
+    caveats: list[str],
+    summary_only: bool,
+) -> Verdict:
+    """The verdict on the first non-baseline variant from its effect in each class."""
+    per_class: dict[str, ClassVerdict] = {}
+    notes = []
+    for cls, effect in effects.items():
+        if effect is None:
+            notes.append(f"{cls}: no {hypothesis.primary_metric} on one side")
+            continue
+        outcome, why = class_outcome(effect, hypothesis, guards)
+        if why:
+            notes.append(f"{cls}: {why}")
+        per_class[cls] = ClassVerdict(
+            outcome=outcome,
+            **known(
+                effect=rounded(effect.effect),
+                ci_low=rounded(effect.ci_low),
+                ci_high=rounded(effect.ci_high),
+            ),
+            n_baseline=effect.n_baseline,
+            n_variant=effect.n_variant,
+        )
+    return Verdict(
+        outcome=overall([Outcome(c.outcome) for c in per_class.values()]),
+        variant=evidence.challenger,
+        method="summary" if summary_only else "bootstrap",
+        **known(confidence=None if summary_only else CONFIDENCE),
+        rule=rule_text(hypothesis, CONFIDENCE, summary_only=summary_only),
+        per_class=per_class,
+        caveats=[*caveats, *dict.fromkeys(notes)],
     )

@@ -28,8 +28,9 @@ from typing import Any
 from kbgen.errors import InvalidInput, Problem, UsageError
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
-from kbgen.kb.loading import Card, KnowledgeBase, located
+from kbgen.kb.loading import Card, KnowledgeBase
 from kbgen.kb.models import Plan, Record
+from kbgen.kb.problems import located
 from kbgen.review.diff import COMMENT_MARKER, Difference, Side, compare, to_json
 from kbgen.site import build
 
@@ -299,7 +300,7 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
 
     Numbers are recomputed for the record files in `changed` (None: every record).
     """
-    from kbgen.record import core as record_stage
+    from kbgen.record import check as record_check
 
     pages = {"records/index.md", "plans/index.md"}
     pages |= {f"{kind}s/{doc_id}.md" for kind, doc_id in base.paths}
@@ -319,7 +320,7 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
                 message = f"{samples.name} is missing (not committed?)"
                 problems.append(located(path, ["raw_samples", "path"], message))
             elif changed is None or path in changed:
-                problems += record_stage.check(path)
+                problems += record_check.check(path)
         elif facts["measured"]:
             problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbgen import __version__
+from kbgen.errors import InvalidInput
 from kbgen.kb import files
-from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files
+from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files, read_json
 
 if TYPE_CHECKING:
     from kbgen.kb.loading import Card, Facts, Known
@@ -85,11 +86,10 @@ def render_site(
     inputs = {path: fingerprint(path) for path in iter_yaml_files([records])}
     code = _code_key(templates)
     key = _inputs_key(inputs, code) + str(docs.absolute())
-    last = _read_json(cache) if cache is not None else {}
+    last = _last_render(cache)
     if last.get("key") == key and _on_disk(docs, last.get("outputs", {})):
         return []
 
-    from kbgen.errors import InvalidInput
     from kbgen.kb import loading as kb
     from kbgen.kb.models import Plan
     from kbgen.site import render
@@ -246,12 +246,12 @@ def _inputs_key(inputs: dict[Path, Fingerprint], code: str) -> str:
     return digest.hexdigest()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _last_render(cache: Path | None) -> dict[str, Any]:
+    """What the last render remembered; nothing when there is no cache or it is unreadable."""
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        return read_json(cache) if cache is not None else {}
+    except InvalidInput:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _fingerprint(path: Path) -> Fingerprint | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from kbgen.kb.models import METRIC_UNITS, Range, Record
+from kbgen.kb.models import METRIC_UNITS, Range, Record, baseline_first
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 30, 60
@@ -119,10 +119,7 @@ def metric(record: Record) -> str | None:
     if record.hypothesis is None or not record.measurements or record.config is None:
         return None
     name = record.hypothesis.primary_metric
-    variants = [
-        record.config.baseline,
-        *(v for v in record.config.variants if v != record.config.baseline),
-    ]
+    variants = baseline_first(record.config.baseline, record.config.variants)
     classes = sorted({c for v in record.measurements.values() for c in v})
     series = []
     for variant in variants:

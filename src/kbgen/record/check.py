@@ -1,0 +1,92 @@
+"""`kbgen record --check`: recompute a record's numbers from the samples file beside it.
+
+One located problem per number that differs from what its samples give, so a reviewer can
+confirm every figure — measurements, speculative-decoding statistics, the verdict per class —
+without the original machine. Records whose figures were reported or imported as summaries have
+nothing to recompute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+from kbgen.errors import Problem
+from kbgen.kb import loading, store
+from kbgen.kb.models import Record
+from kbgen.kb.problems import located
+from kbgen.record import figures, verdict
+from kbgen.record.evidence import read_samples
+
+# what is recomputed: every figure, and of the verdict its outcomes
+RECOMPUTED: dict[str, Any] = {
+    "measurements": True,
+    "spec_decode": True,
+    "verdict": {"outcome": True, "per_class": True},
+}
+
+
+def check(path: Path) -> list[Problem]:
+    """Recompute a record's numbers from its samples file; one problem per number that differs."""
+    record = loading.load_model(path, Record)
+    tree = store.load_document(path).data
+
+    def problem(loc: list[str | int], message: str) -> Problem:
+        return located(path, loc, message, tree)
+
+    if (
+        record.raw_samples is None
+        and record.verdict is not None
+        and (record.verdict.method in ("reported", "summary"))
+    ):
+        return []  # figures taken as reported or imported as summaries: nothing to recompute
+    if record.raw_samples is None or record.hypothesis is None:
+        return [problem(["raw_samples"], "no samples to recompute the numbers from")]
+    samples_path = path.parent / record.raw_samples.path
+    if not samples_path.exists():
+        return [problem(["raw_samples", "path"], f"{samples_path} is missing")]
+    digest = hashlib.sha256(samples_path.read_bytes()).hexdigest()
+    if record.raw_samples.sha256 and digest != record.raw_samples.sha256:
+        return [problem(["raw_samples", "sha256"], f"{samples_path.name} does not match it")]
+    evidence = read_samples(samples_path)
+    recomputed = record.model_copy(
+        update={
+            "measurements": figures.measurements(evidence),
+            "spec_decode": figures.spec_decode(evidence),
+            "verdict": verdict.judge(evidence, record.hypothesis, []),
+        }
+    )
+    expected = recomputed.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
+    actual = record.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
+    return [
+        problem(loc, message)
+        for section in RECOMPUTED
+        for loc, message in _differences([section], expected[section], actual.get(section, {}))
+    ]
+
+
+def _differences(
+    loc: list[str | int], expected: Any, actual: Any
+) -> list[tuple[list[str | int], str]]:
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return [
+            d
+            for key in sorted(set(expected) | set(actual))
+            for d in _differences([*loc, key], expected.get(key), actual.get(key))
+        ]
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for d in _differences([*loc, i], e, a)
+        ]
+    if expected == actual or _close(expected, actual):
+        return []
+    return [(loc, f"is {actual!r}, but its samples give {expected!r}")]
+
+
+def _close(a: Any, b: Any) -> bool:
+    numbers = (int, float)
+    return isinstance(a, numbers) and isinstance(b, numbers) and math.isclose(a, b, rel_tol=1e-9)

@@ -1,0 +1,94 @@
+"""`kbgen record`'s two ways in: a run folder, or other tools' result files (`--from`).
+
+Each composes a record and writes it: into a planned record named with `--into`, or as a new
+record under a free name (`DATE-SPEC-ID`, then `-2`, `-3`, ... so a second record of the same
+run never clobbers the first).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kbgen.bench.runs import RunFolder
+from kbgen.bench.spec import load as load_spec
+from kbgen.errors import InvalidInput, UsageError
+from kbgen.kb import files, loading
+from kbgen.kb.models import Record, Status
+from kbgen.kb.problems import problems_of
+from kbgen.record import compose
+from kbgen.record import importers as imports
+from kbgen.record.write import write
+
+
+def record_run(
+    run_path: Path, records: Path, into: Path | None = None, allow_mismatch: bool = False
+) -> Path:
+    """Turn a run folder into a record: fill `into` (a planned record) or write a new one."""
+    run = RunFolder.open(run_path)
+    spec = load_spec(run.spec_path)
+    if into is not None:
+        planned = loading.load_model(into, Record)
+        if planned.status not in (Status.PLANNED, Status.RUNNING):
+            raise UsageError(
+                f"{into}: is {planned.status!r}; only a planned or running record is filled in"
+            )
+        path, hypothesis = into, planned.hypothesis
+    else:
+        path, hypothesis = _new_path(records, spec.id), None
+    try:
+        record, evidence = compose.from_run(run, path.stem, allow_mismatch, hypothesis)
+    except ValidationError as exc:  # a run folder kbgen cannot make a valid record of
+        raise InvalidInput(problems_of(path, exc)) from exc
+    return write(path, record, evidence)
+
+
+def record_import(
+    tool: str,
+    pairs: list[str],
+    records: Path,
+    into: Path | None,
+    spec_path: Path | None,
+    allow_mismatch: bool = False,
+    allow_summary_only: bool = False,
+) -> Path:
+    """Import VARIANT=FILE result files of `tool` into a planned record or a new one."""
+    importer = imports.IMPORTERS[tool]
+    found = []
+    for pair in pairs:
+        name, sep, file = pair.partition("=")
+        if not sep or not name or not file:
+            raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
+        found.append(importer(Path(file), name))
+    if into is not None:
+        planned = loading.load_model(into, Record)
+        if planned.hypothesis is None:
+            raise UsageError(f"{into}: has no hypothesis to decide")
+        path, title, hypothesis = into, planned.title, planned.hypothesis
+        resolves, tags = [], []
+    elif spec_path is not None:
+        spec = load_spec(spec_path)
+        path, title, hypothesis = _new_path(records, spec.id), spec.title, spec.hypothesis
+        resolves, tags = list(spec.resolves), list(spec.tags)
+    else:
+        raise UsageError("an import needs a hypothesis: --into a planned record, or --spec")
+    try:
+        record, evidence = compose.from_imports(
+            found,
+            path.stem,
+            title,
+            hypothesis,
+            allow_mismatch,
+            allow_summary_only,
+            resolves=resolves,
+            tags=tags,
+        )
+    except ValidationError as exc:  # e.g. a variant name that is no slug
+        raise InvalidInput(problems_of(path, exc)) from exc
+    return write(path, record, evidence)
+
+
+def _new_path(records: Path, spec_id: str) -> Path:
+    return files.free_path(records, f"{dt.date.today().isoformat()}-{spec_id}", ".yaml")

@@ -1,0 +1,225 @@
+"""A record composed from its evidence: from a complete run folder, or from other tools' results.
+
+Composing is pure: it reads the run (or takes the imported results), refuses variants that
+cannot be compared fairly unless allowed, and returns the `Record` with its measurements,
+speculative-decoding figures and verdict, plus the evidence to keep beside it. What a record
+sets is what it shows: fields left unset are not written (`write`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kbgen import __version__, redact
+from kbgen.bench.runs import RunFolder
+from kbgen.bench.spec import load as load_spec
+from kbgen.errors import Mismatch, UsageError
+from kbgen.kb.models import (
+    Config,
+    Engine,
+    Hardware,
+    Hypothesis,
+    MetricName,
+    ModelInfo,
+    Provenance,
+    RawSamples,
+    Record,
+    Status,
+    Summary,
+    Variant,
+    Workload,
+    baseline_first,
+)
+from kbgen.record import figures, verdict
+from kbgen.record import importers as imports
+from kbgen.record.evidence import Evidence, evidence_of_run
+
+SAMPLES_SUFFIX = ".samples.jsonl.gz"
+HARDWARE = ("cpu", "cpu_count", "accelerator", "count", "host")  # what bench records of it
+
+
+def comparability(meta: dict[str, Any], order: list[str]) -> list[str]:
+    """Differences between variants that make a comparison unfair."""
+    problems = []
+    for key, what in (("engine_version", "engine version"), ("model", "model")):
+        seen = {v: meta["variants"][v].get(key) for v in order if v in meta["variants"]}
+        if len(set(seen.values())) > 1:
+            problems.append(f"{what} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
+    return problems
+
+
+def _recorded(variant: Variant) -> Variant:
+    """A spec's variant as a record keeps it: what it sets, secrets redacted."""
+    kept = Variant.model_validate(variant.model_dump(exclude_none=True, exclude_defaults=True))
+    return kept.model_copy(update={"args": redact.args(kept.args)}) if kept.args else kept
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def from_run(
+    run: RunFolder,
+    record_id: str,
+    allow_mismatch: bool = False,
+    hypothesis: Hypothesis | None = None,
+) -> tuple[Record, Evidence]:
+    """The record and its evidence for a complete run folder (the spec's hypothesis unless
+    `hypothesis`, a planned record's own)."""
+    meta = run.meta()
+    if meta.get("status") != "complete":
+        raise UsageError(
+            f"{run.path}: the run is {meta.get('status')!r}, not complete; finish it first with "
+            f"kbgen bench --resume {run.path}"
+        )
+    spec = load_spec(run.spec_path)
+    order = baseline_first(spec.baseline, spec.variants)
+    missing = [v for v in order if v not in meta["variants"]]
+    if missing:
+        raise UsageError(f"{run.path}: no measurements for variant(s) {', '.join(missing)}")
+    differences = comparability(meta, order)
+    if differences and not allow_mismatch:
+        raise Mismatch(
+            f"{run.path}: not comparable: {'; '.join(differences)} "
+            "(use --allow-mismatch to compare anyway; the record will say so)"
+        )
+    caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
+    hypothesis = hypothesis or spec.hypothesis
+    if hypothesis != spec.hypothesis:
+        caveats.append("the record's hypothesis differs from the spec's; the record's was used")
+    evidence = evidence_of_run(run, spec)
+    first = meta["variants"][spec.baseline]
+    hardware = {k: v for k, v in (meta.get("hardware") or {}).items() if k in HARDWARE}
+    workload = spec.workload
+    record = Record(
+        schema_version=1,
+        id=record_id,
+        title=spec.title,
+        status=Status.CONCLUDED,
+        created=dt.date.today(),
+        concluded=dt.date.today(),
+        hypothesis=hypothesis,
+        config=Config(
+            engine=Engine(name="vllm", version=first.get("engine_version")),
+            model=ModelInfo(name=first.get("model")),
+            hardware=Hardware(**hardware),
+            server_args=redact.args(list(getattr(spec.server, "args", []))),
+            baseline=spec.baseline,
+            variants={name: _recorded(v) for name, v in spec.variants.items()},
+        ),
+        workload=Workload(
+            prompt_suite=workload.prompts,
+            classes=list(workload.classes),
+            max_tokens=workload.max_tokens,
+            temperature=workload.temperature,
+            ignore_eos=workload.ignore_eos,
+            seed=workload.seed,
+            warmup=workload.warmup,
+            repeats=workload.repeats,
+            concurrency=workload.concurrency,
+            api=workload.api,
+        ),
+        measurements=figures.measurements(evidence),
+        spec_decode=figures.spec_decode(evidence),
+        verdict=verdict.judge(evidence, hypothesis, caveats),
+        resolves=list(spec.resolves),
+        tags=list(spec.tags),
+        provenance=Provenance(
+            source="measured",
+            tool=f"kbgen {__version__}",
+            git_sha=meta.get("git_sha"),
+            host=hardware.get("host"),
+            recorded_at=_now(),
+            run=run.path.name,
+        ),
+        raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
+    )
+    return record, evidence
+
+
+def from_imports(
+    found: list[imports.Imported],
+    record_id: str,
+    title: str,
+    hypothesis: Hypothesis,
+    allow_mismatch: bool = False,
+    allow_summary_only: bool = False,
+    resolves: list[str] | None = None,
+    tags: list[str] | None = None,
+) -> tuple[Record, Evidence | None]:
+    """The record from imported results, one per variant, the first being the baseline; with
+    the evidence when every variant has per-request samples."""
+    if len(found) < 2:
+        raise UsageError("an import needs at least two variants: BASELINE=FILE VARIANT=FILE")
+    differences = []
+    seen: dict[str, Any] = {i.variant: i.model for i in found}
+    if len(set(seen.values())) > 1:
+        differences.append("model differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
+    for name in sorted({k for i in found for k in i.workload}):
+        seen = {i.variant: i.workload.get(name) for i in found}
+        if len(set(map(str, seen.values()))) > 1:
+            differences.append(
+                f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
+            )
+    if differences and not allow_mismatch:
+        raise Mismatch(
+            f"not comparable: {'; '.join(differences)} (use --allow-mismatch to "
+            "compare anyway; the record will say so)"
+        )
+    caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
+    order = [i.variant for i in found]
+    evidence = Evidence(
+        order[0],
+        order,
+        [imports.ALL],
+        [s for i in found for s in i.samples],
+        {i.variant: [{"spec_decode": i.spec_decode}] for i in found if i.spec_decode},
+    )
+    with_samples = all(any(s.ok for s in i.samples) for i in found)
+    if with_samples:
+        measurements = figures.measurements(evidence)
+        decided = verdict.judge(evidence, hypothesis, caveats)
+    else:
+        measurements = {i.variant: {imports.ALL: _summaries(i)} for i in found}
+        decided = verdict.judge_summaries(
+            evidence, measurements, hypothesis, caveats, allow_summary_only
+        )
+    tools = sorted({i.tool for i in found})
+    record = Record(
+        schema_version=1,
+        id=record_id,
+        title=title,
+        status=Status.CONCLUDED,
+        created=dt.date.today(),
+        concluded=dt.date.today(),
+        hypothesis=hypothesis,
+        config=Config(
+            engine=Engine(name="vllm" if tools == ["vllm bench serve"] else "unknown"),
+            model=ModelInfo(name=found[0].model or "unknown"),
+            hardware=Hardware(),
+            baseline=order[0],
+            variants={name: Variant() for name in order},
+        ),
+        workload=Workload(prompt_suite=f"imported from {', '.join(tools)}", classes=[imports.ALL]),
+        measurements=measurements,
+        spec_decode=figures.spec_decode(evidence),
+        verdict=decided,
+        resolves=resolves or [],
+        tags=tags or [],
+        provenance=Provenance(
+            source="imported",
+            tool=f"kbgen {__version__}",
+            reference=", ".join(tools),
+            recorded_at=_now(),
+            notes=[n for i in found for n in i.notes],
+        ),
+        **figures.known(
+            raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}") if with_samples else None
+        ),
+    )
+    return record, evidence if with_samples else None
+
+
+def _summaries(imported: imports.Imported) -> dict[MetricName, Summary]:
+    return {metric: figures.summary(values) for metric, values in imported.summary.items()}

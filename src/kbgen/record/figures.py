@@ -1,0 +1,92 @@
+"""A record's figures from its evidence: measurements per variant × class × metric, and the
+speculative-decoding statistics per variant.
+
+Numbers are kept to `SIGNIFICANT` digits: enough to recompute, short enough to read. The
+speculative-decoding ratios are bench.metrics' own, applied to the counters summed over a
+variant's windows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from kbgen.bench import metrics
+from kbgen.kb.models import Measurements, MetricName, SpecDecodeStats, Summary
+from kbgen.record import stats
+from kbgen.record.evidence import Evidence
+
+SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
+PER_REQUEST: tuple[MetricName, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
+PER_TOKEN: tuple[MetricName, ...] = ("itl_ms", "chunk_gap_ms")
+
+
+def rounded(value: float | None) -> float | None:
+    """`value` to SIGNIFICANT digits; None for no value or NaN."""
+    if value is None or math.isnan(value):
+        return None
+    return float(f"{value:.{SIGNIFICANT}g}")
+
+
+def known(**values: Any) -> dict[str, Any]:
+    """The values that are not None: a field left unset is not written on the record."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def summary(values: dict[str, Any]) -> Summary:
+    """A summary of stats.summary's (or an importer's) figures, rounded; `n` kept exact."""
+    return Summary(**known(**{k: v if k == "n" else rounded(v) for k, v in values.items()}))
+
+
+def measurements(evidence: Evidence) -> Measurements:
+    """variant → class → metric → summary, from the final successful samples."""
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for sample in evidence.final()[0]:
+        m = sample.metrics()
+        for metric in PER_REQUEST:
+            if metric in m:
+                values[(sample.variant, sample.prompt_class, metric)].append(m[metric])
+        for metric in PER_TOKEN:
+            values[(sample.variant, sample.prompt_class, metric)].extend(m.get(metric, []))
+    out: Measurements = {}
+    for variant in evidence.variants:
+        for cls in evidence.classes:
+            for metric in (*PER_REQUEST, *PER_TOKEN):
+                series = values.get((variant, cls, metric))
+                if series:
+                    by_metric = out.setdefault(variant, {}).setdefault(cls, {})
+                    by_metric[metric] = summary(stats.summary(series))
+    return out
+
+
+def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
+    """Acceptance figures per variant, from the summed counter deltas of its windows."""
+    out = {}
+    for variant, windows in evidence.windows.items():
+        parts = [w["spec_decode"] for w in windows if "spec_decode" in w]
+        if not parts:
+            continue
+        drafts = sum(p["drafts"] for p in parts)
+        draft_tokens = sum(p["draft_tokens"] for p in parts)
+        accepted = sum(p["accepted_tokens"] for p in parts)
+        positions = max(len(p["accepted_per_position"]) for p in parts)
+        per_pos = [
+            sum(p["accepted_per_position"][i] for p in parts if i < len(p["accepted_per_position"]))
+            for i in range(positions)
+        ]
+        ratios = metrics.acceptance(drafts, draft_tokens, accepted, per_pos)
+        per_position = ratios["per_position_acceptance"]
+        out[variant] = SpecDecodeStats(
+            drafts=int(drafts),
+            draft_tokens=int(draft_tokens),
+            accepted_tokens=int(accepted),
+            **known(
+                acceptance_rate=rounded(ratios["acceptance_rate"]),
+                mean_acceptance_length=rounded(ratios["mean_acceptance_length"]),
+                per_position_acceptance=None
+                if per_position is None
+                else [rounded(a) for a in per_position],
+            ),
+        )
+    return out

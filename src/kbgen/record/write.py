@@ -1,0 +1,69 @@
+"""Writing a composed record and its samples file: a new record, or a planned one filled in.
+
+A new record is written as the model sets it, in the model's field order. Filling in a planned
+(or running) record keeps the author's comments and everything the author owns — title,
+context, hypothesis, decision, the verdict's rationale — replaces the generated sections, and
+adds the composed record's plan tasks and tags to the author's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kbgen.errors import InvalidInput, UsageError
+from kbgen.kb import files, store
+from kbgen.kb.models import RawSamples, Record
+from kbgen.kb.problems import problems_of
+from kbgen.record.evidence import Evidence, samples_bytes
+
+AUTHORED = {"schema_version", "id", "title", "created", "hypothesis"}  # kept when filling in
+JOINED = ("resolves", "tags")  # the author's, then the composed record's
+REPLACED = ("measurements", "spec_decode")  # replaced whole, in place: no stale rows
+
+
+def write(path: Path, record: Record, evidence: Evidence | None) -> Path:
+    """Write the samples file (with evidence) and the record at `path`: new, or filled in."""
+    content = samples_bytes(evidence) if evidence is not None else None
+    if content is not None and record.raw_samples is not None:
+        sha256 = hashlib.sha256(content).hexdigest()
+        record = record.model_copy(
+            update={"raw_samples": RawSamples(path=record.raw_samples.path, sha256=sha256)}
+        )
+    doc = _filled_in(path, record) if path.exists() else _new(path, record)
+    if content is not None and record.raw_samples is not None:
+        files.write_atomic(path.parent / record.raw_samples.path, content)
+    store.save(doc)
+    return path
+
+
+def _new(path: Path, record: Record) -> store.Document:
+    return store.new_document(path, record.model_dump(exclude_unset=True))
+
+
+def _filled_in(path: Path, record: Record) -> store.Document:
+    doc = store.load_document(path)
+    existing = store.plain(doc.data)
+    if existing.get("status") not in ("planned", "running"):
+        raise UsageError(
+            f"{path}: is {existing.get('status')!r}; only a planned or running "
+            "record is filled in (start a new one with kbgen new)"
+        )
+    rationale = (existing.get("verdict") or {}).get("rationale")
+    if rationale and record.verdict is not None:
+        verdict = record.verdict.model_copy(update={"rationale": rationale})
+        record = record.model_copy(update={"verdict": verdict})
+    updates = record.model_dump(exclude_unset=True, exclude=AUTHORED | set(JOINED))
+    for key in JOINED:
+        updates[key] = list(dict.fromkeys([*existing.get(key, []), *getattr(record, key)]))
+    for key in REPLACED:
+        if key in doc.data:
+            doc.data[key] = {}
+    store.merge(doc.data, updates)
+    try:
+        Record.model_validate(store.plain(doc.data))
+    except ValidationError as exc:
+        raise InvalidInput(problems_of(path, exc, store.load_document(path).data)) from exc
+    return doc

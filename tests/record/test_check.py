@@ -1,0 +1,80 @@
+"""`kbgen record --check`: every number recomputed from the samples file, edits caught."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbgen.bench.runs import RunFolder
+from kbgen.cli import cli
+from kbgen.kb import loading as kb
+from kbgen.kb import store
+from kbgen.record import check, command
+from tests.support.runs import make_run
+
+
+def test_check_recomputes_every_number_and_catches_an_edit(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    path = command.record_run(run, records)
+    ok = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert ok.exit_code == 0, ok.output
+    doc = store.load_document(path)
+    doc.data["measurements"]["ngram"]["math"]["ttft_ms"]["mean"] = 1.0
+    doc.data["verdict"]["per_class"]["coding"]["outcome"] = "supported"
+    store.save(doc)
+    bad = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert bad.exit_code == 1
+    lines = bad.stderr.splitlines()
+    assert any(
+        re.match(
+            rf"{re.escape(str(path))}:\d+: measurements\.ngram\.math\.ttft_ms\.mean: "
+            r"is 1\.0, but its samples give",
+            line,
+        )
+        for line in lines
+    )
+    assert any("verdict.per_class.coding.outcome: is 'supported'" in line for line in lines)
+
+
+def test_check_refuses_a_tampered_samples_file(tmp_path: Path, records: Path) -> None:
+    path = command.record_run(
+        make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records
+    )
+    samples = path.parent / f"{path.stem}.samples.jsonl.gz"
+    samples.write_bytes(gzip.compress(b"{}\n"))
+    [problem] = check.check(path)
+    assert problem.field == "raw_samples.sha256" and problem.line is not None
+
+
+@pytest.mark.integration
+def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
+    """bench (the shared real run) -> record -> validate clean -> check recomputes it."""
+    made = CliRunner().invoke(cli, ["record", str(tiny_run), "--records", str(records)])
+    assert made.exit_code == 0, made.output
+    path = Path(made.stdout.strip())
+    valid = CliRunner().invoke(cli, ["validate", str(records), "--root", str(records)])
+    assert valid.exit_code == 0, valid.output
+    saved = kb.load_file(path)
+    assert saved.verdict is not None and saved.verdict.method == "bootstrap"
+    samples = RunFolder.open(tiny_run).samples()
+    for cls in ("coding", "math"):
+        verdict = saved.verdict.per_class[cls]
+        assert verdict.ci_low is not None and verdict.ci_high is not None
+        assert verdict.ci_low <= verdict.effect <= verdict.ci_high
+        # a request whose tokens all arrived in one read has no decode rate (a loaded machine
+        # can do that); n counts exactly the requests that have one
+        with_rate = [
+            s
+            for s in samples
+            if s.variant == "baseline" and s.prompt_class == cls and "decode_tok_s" in s.metrics()
+        ]
+        assert verdict.n_baseline == len(with_rate) >= 4
+    assert saved.config is not None and saved.config.engine.version == "0.32.0"
+    ngram = saved.spec_decode["ngram"]
+    assert ngram.drafts and ngram.mean_acceptance_length and ngram.mean_acceptance_length > 1
+    checked = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert checked.exit_code == 0, checked.output

@@ -1,0 +1,97 @@
+"""A run becomes a record: its figures, its verdict, its config without secrets, and refusals."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbgen.cli import cli
+from kbgen.errors import Mismatch
+from kbgen.kb import loading as kb
+from kbgen.record import command
+from tests.support.runs import SECRET, make_run
+
+
+def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    path = command.record_run(run, records)
+    assert kb.load([records]).problems == []  # cross-references resolve too
+    saved = kb.load_file(path)
+    assert saved.verdict is not None and saved.verdict.outcome == "refuted"
+    coding = saved.verdict.per_class["coding"]
+    assert coding.effect == pytest.approx(-0.25, abs=0.03)
+    assert coding.ci_low is not None and coding.ci_high is not None
+    assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 9
+    assert "BCa bootstrap" in saved.verdict.rule
+    summary = saved.measurements["ngram"]["math"]["decode_tok_s"]
+    assert summary.n == 9 and summary.mean == pytest.approx(
+        45 * 31 / 30, rel=0.03
+    )  # 31 gaps of 30 tokens
+    ngram = saved.spec_decode["ngram"]
+    assert (ngram.drafts, ngram.draft_tokens, ngram.accepted_tokens) == (100, 480, 150)
+    assert ngram.mean_acceptance_length == 2.5 and ngram.acceptance_rate == 0.3125
+    assert ngram.per_position_acceptance == [0.6, 0.4, 0.25, 0.15, 0.1]
+    assert "ngram" in saved.spec_decode and "baseline" not in saved.spec_decode
+    assert saved.resolves == ["next-steps#test-ngram"]
+    assert saved.provenance is not None and saved.provenance.run == run.name
+
+
+def test_no_secret_reaches_the_record(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    path = command.record_run(run, records)
+    text = (
+        path.read_text()
+        + gzip.decompress((path.parent / f"{path.stem}.samples.jsonl.gz").read_bytes()).decode()
+    )
+    assert SECRET not in text and "hf_abcdefghijklmnop" not in text
+    assert "--api-key\n    - '***'" in text and "--hf-token=***" in text
+
+
+def test_per_token_itl_is_not_the_chunk_gap_under_speculation(
+    tmp_path: Path, records: Path
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 60.0})
+    saved = kb.load_file(command.record_run(run, records))
+    ngram = saved.measurements["ngram"]["coding"]
+    assert ngram["chunk_gap_ms"].mean == pytest.approx(3 * ngram["itl_ms"].mean, rel=0.05)
+    base = saved.measurements["baseline"]["coding"]
+    assert base["chunk_gap_ms"].mean == pytest.approx(base["itl_ms"].mean)
+
+
+def test_no_difference_is_not_supported(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 60.0})
+    saved = kb.load_file(command.record_run(run, records))
+    assert saved.verdict is not None and saved.verdict.outcome != "supported"
+
+
+def test_failures_above_the_threshold_make_it_inconclusive(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 30.0}, failures=3)
+    saved = kb.load_file(command.record_run(run, records))
+    assert saved.verdict is not None and saved.verdict.outcome == "inconclusive"
+    assert any("of requests failed" in c for c in saved.verdict.caveats)
+    assert saved.measurements["baseline"]["coding"]["decode_tok_s"].n == 6  # failures excluded
+
+
+def test_different_engine_versions_are_refused_unless_allowed(
+    tmp_path: Path, records: Path
+) -> None:
+    run = make_run(
+        tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, versions=("0.32.0", "0.31.1")
+    )
+    with pytest.raises(
+        Mismatch, match=r"engine version differs: baseline=0\.32\.0, ngram=0\.31\.1"
+    ):
+        command.record_run(run, records)
+    assert list(records.glob("*.yaml")) == []
+    saved = kb.load_file(command.record_run(run, records, allow_mismatch=True))
+    assert saved.verdict is not None
+    assert any("--allow-mismatch" in c for c in saved.verdict.caveats)
+
+
+def test_an_unfinished_run_is_refused(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, status="failed")
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
+    assert result.exit_code == 2 and "kbgen bench --resume" in result.stderr

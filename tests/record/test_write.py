@@ -1,0 +1,114 @@
+"""Writing a record: a planned one is filled in with the author's words kept; a concluded one
+is never overwritten."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kbgen import __version__
+from kbgen.cli import cli
+from kbgen.kb import loading as kb
+from kbgen.record import command
+from tests.support.runs import make_run
+
+PLANNED = """\
+# my planned experiment
+schema_version: 1
+id: 2026-11-29-my-plan
+title: My own title
+status: planned
+created: 2026-11-28
+context: |
+  The author's context.
+hypothesis:
+  statement: ngram is faster by a lot
+  primary_metric: decode_tok_s
+  direction: increase
+  minimum_effect: 0.5   # the author's bar, not the spec's
+resolves: []   # filled in by the record
+tags: [mine]
+"""
+
+
+def test_filling_a_planned_record_keeps_the_author_s_words(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    planned = records / "2026-11-29-my-plan.yaml"
+    planned.write_text(PLANNED)
+    result = CliRunner().invoke(cli, ["record", str(run), "--into", str(planned)])
+    assert result.exit_code == 0, result.output
+    text = planned.read_text()
+    assert text.startswith("# my planned experiment\n")
+    assert re.search(r"minimum_effect: 0.5 +# the author's bar, not the spec's", text)
+    assert "title: My own title" in text and "The author's context." in text
+    saved = kb.load_file(planned)
+    assert saved.status == "concluded" and saved.created.isoformat() == "2026-11-28"
+    # +25% clears the spec's 5% but not the author's 50%: the record's hypothesis rules
+    assert saved.verdict is not None and saved.verdict.outcome == "refuted"
+    assert any("hypothesis differs" in c for c in saved.verdict.caveats)
+    assert saved.tags == ["mine", "synthetic"] and saved.resolves == ["next-steps#test-ngram"]
+
+
+def test_a_concluded_record_is_not_overwritten(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    first = command.record_run(run, records)
+    second = command.record_run(run, records)  # a second record, never a clobbered first
+    assert first != second and second.stem == f"{first.stem}-2"
+    result = CliRunner().invoke(cli, ["record", str(run), "--into", str(first)])
+    assert result.exit_code == 2 and "only a planned or running record" in result.stderr
+
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
+
+
+def _stable(text: str) -> str:
+    """A written record with what changes from day to day and run to run replaced."""
+    text = text.replace(dt.date.today().isoformat(), "TODAY").replace(__version__, "VERSION")
+    text = re.sub(r"recorded_at: .*", "recorded_at: NOW", text)
+    return re.sub(r"\d{8}T\d{6}-", "STAMP-", text)
+
+
+def _same_as_golden(name: str, path: Path) -> None:
+    """Written records are byte-identical to the golden ones (KBGEN_UPDATE_GOLDEN=1 rewrites)."""
+    golden = GOLDEN / name
+    samples = path.parent / f"{path.stem}.samples.jsonl.gz"
+    content = _stable(path.read_text())
+    if samples.exists():  # its digest is on the record: the samples file is byte-identical too
+        assert hashlib.sha256(samples.read_bytes()).hexdigest() in content
+    if os.environ.get("KBGEN_UPDATE_GOLDEN"):
+        golden.write_text(content)
+    assert content == golden.read_text(), f"{path} differs from {golden}"
+
+
+def test_a_new_record_is_written_in_the_model_s_order(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    meta = json.loads((run / "run.json").read_text())  # a GPU machine outside git
+    meta["hardware"].update(accelerator="NVIDIA H200", count=8)
+    meta["git_sha"] = None
+    (run / "run.json").write_text(json.dumps(meta))
+    _same_as_golden("record__from-run.yaml", command.record_run(run, records))
+
+
+def test_a_filled_in_record_keeps_its_own_order(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    planned = records / "2026-11-29-my-plan.yaml"
+    planned.write_text(PLANNED)
+    _same_as_golden("record__filled-in.yaml", command.record_run(run, records, into=planned))
+
+
+def test_an_imported_record_is_written_in_the_model_s_order(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        (Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml").read_text()
+    )
+    pairs = [f"baseline={FIXTURES / 'vllm-bench-baseline.json'}"]
+    pairs.append(f"ngram={FIXTURES / 'vllm-bench-ngram.json'}")
+    path = command.record_import("vllm-bench", pairs, tmp_path, None, spec)
+    _same_as_golden("record__imported.yaml", path)
