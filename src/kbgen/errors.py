@@ -1,9 +1,9 @@
 """The one error tree of kbgen.
 
 Every failure a user can cause or meet is a :class:`KbgenError`; the CLI maps each
-class to an exit code in one place (``cli._exit_code``) and prints its message
-without a traceback. Third-party exceptions are translated where they enter
-(store, client, ...) and chained with ``from exc``.
+class to an exit code in one place (``cli.exit_code``, by the table ``cli.EXIT_CODES``)
+and prints its message without a traceback. Third-party exceptions are translated where
+they enter (store, client, ...) and chained with ``from exc``.
 """
 
 from __future__ import annotations

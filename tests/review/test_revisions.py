@@ -18,6 +18,7 @@ from kbgen.kb import store
 from kbgen.record.command import record_run
 from kbgen.review import revisions as review
 from tests.conftest import PLAN, RECORD, REPO
+from tests.support.committed import committed
 from tests.support.runs import make_run
 
 GIT_ENV = {
@@ -350,10 +351,11 @@ EXAMPLE = re.compile(
 
 
 def example_diff(tmp_path: Path) -> str:
-    """`kbgen diff` of the example knowledge base: its plan first, then its records."""
+    """`kbgen diff` of the example knowledge base (as committed): its plan, then its records."""
+    example = committed(tmp_path / "committed", "records") / "records"
     repo = tmp_path / "example"
     records = repo / "records"
-    shutil.copytree(REPO / "records" / "plans", records / "plans")
+    shutil.copytree(example / "plans", records / "plans")
     git(repo, "init", "-q", "-b", "main")
     fixed = {
         "GIT_AUTHOR_DATE": "2026-11-29T12:00:00Z",
@@ -363,7 +365,7 @@ def example_diff(tmp_path: Path) -> str:
         for key, value in fixed.items():
             env.setenv(key, value)  # fixed dates: the same commits, the same ids, every time
         plan = commit(repo, "the plan")
-        shutil.copytree(REPO / "records", records, dirs_exist_ok=True)
+        shutil.copytree(example, records, dirs_exist_ok=True)
         done = commit(repo, "the n-gram experiment, concluded")
     return diff(records, plan, done)
 

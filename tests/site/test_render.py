@@ -13,17 +13,22 @@ from kbgen.cli import cli
 from kbgen.site import build, render
 from tests.conftest import PLAN, RECORD, REPO
 from tests.site.conftest import Site, read_pages
+from tests.support.committed import committed
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def test_the_example_site_is_current(site: Site) -> None:
-    """docs/ holds the example knowledge base's pages: they are the golden output."""
+    """docs/ holds the pages of records/ beside it: the example's, and any record added since."""
     stale = build.render_site(REPO / "records", REPO / "docs", check=True, cache=None)
     assert stale == [], "run `kbgen render`"
     content = site(REPO / "records")  # a render from scratch agrees with it, page for page
     assert {rel: (REPO / "docs" / rel).read_text() for rel in content} == content
-    plan = content["plans/next-steps-eagle.md"]
+
+
+def test_the_example_plan_is_ticked_by_its_records(tmp_path: Path, site: Site) -> None:
+    records = committed(tmp_path, "records") / "records"  # not what `make demo` adds
+    plan = site(records)["plans/next-steps-eagle.md"]
     assert plan.count("- [x] ") == 2 and plan.count("- [ ] ") == 3
 
 

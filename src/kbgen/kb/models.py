@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 # Bump SCHEMA_VERSION only for a change that makes existing records invalid or changes the
-# meaning of a field; add a migration in store.py at the same time. Adding an optional
-# field is not a bump.
+# meaning of a field. kbgen has no migrations yet: such a bump must bring one, or every
+# existing record stops validating. Adding an optional field is not a bump.
 SCHEMA_VERSION = 1
 
 ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?$"

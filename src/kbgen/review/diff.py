@@ -3,8 +3,9 @@
 Pure functions over loaded knowledge bases (`kbgen diff` loads them from git revisions):
 records added, changed and removed; status and verdict changes; per-class effects with their
 intervals; metric means with their 95% intervals (changed rows only, unless all are asked for);
-plan tasks newly ticked or unticked; and warnings a reviewer should not miss. `render` turns
-the result into a pull-request comment; `to_json` into data for machines.
+plan tasks newly ticked or unticked; and warnings a reviewer should not miss. `to_json` turns
+the result into data for machines; `review.revisions.output` renders it as a pull-request
+comment through the `diff.md.j2` template.
 """
 
 from __future__ import annotations

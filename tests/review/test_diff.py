@@ -1,0 +1,355 @@
+"""The pure comparison of two knowledge bases: records, verdicts, metrics, tasks, warnings."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from kbgen.kb.loading import Card
+from kbgen.kb.models import Plan, Record
+from kbgen.review import diff
+from kbgen.review.diff import Estimate, MetricRow, Side, TaskChange, VerdictRow
+from tests.conftest import PLAN, RECORD
+
+FIRST = yaml.safe_load(RECORD)  # ngram-test: concluded, refuted, resolves next-steps#test-ngram
+
+
+def record(**changes: Any) -> Record:
+    """The test record with some values replaced: `a__b=v` sets `data["a"]["b"] = v`."""
+    data = copy.deepcopy(FIRST)
+    for dotted, value in changes.items():
+        *parents, key = dotted.split("__")
+        node = data
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[key] = value
+    return Record.model_validate(data)
+
+
+def side(name: str, *records: Record, plans: tuple[Plan, ...] | None = None) -> Side:
+    plans = (Plan.model_validate(yaml.safe_load(PLAN)),) if plans is None else plans
+    return Side(
+        name,
+        {r.id: Card.of(r) for r in records},
+        {r.id: r for r in records},
+        {p.id: p for p in plans},
+    )
+
+
+def summary(mean: float, stdev: float | None = None, n: int | None = None) -> dict[str, Any]:
+    return {"mean": mean, **({} if stdev is None else {"stdev": stdev}), "n": n}
+
+
+def test_the_same_knowledge_base_on_both_sides_is_no_difference() -> None:
+    result = diff.compare(side("abc1234", record()), side("working tree", record()))
+    assert (result.base, result.head) == ("abc1234", "working tree")
+    assert result.empty and result.records == [] and result.tasks == [] and result.warnings == []
+
+
+# --- record changes --------------------------------------------------------------------------
+
+
+def test_a_record_added() -> None:
+    [change] = diff.compare(side("a"), side("b", record())).records
+    assert (change.id, change.title, change.change) == ("ngram-test", "n-gram vs baseline", "added")
+    assert change.status == (None, "concluded") and change.outcome == (None, "refuted")
+    assert change.fields == []
+    assert change.verdicts == [VerdictRow("coding", None, "refuted", None, -0.26, (-0.3, -0.2))]
+    # a new record shows its primary metric's rows only, with nothing to compare them with
+    assert [(m.variant, m.metric, m.base, m.change) for m in change.metrics] == [
+        ("baseline", "decode_tok_s", None, None),
+        ("ngram", "decode_tok_s", None, None),
+    ]
+
+
+def test_a_record_removed() -> None:
+    [change] = diff.compare(side("a", record()), side("b")).records
+    assert change.change == "removed"
+    assert change.status == ("concluded", None) and change.outcome == ("refuted", None)
+    assert change.verdicts == [VerdictRow("coding", "refuted", None, -0.26, None, None)]
+    assert change.metrics == []  # the numbers of what is gone are not a change to review
+
+
+@pytest.mark.parametrize(
+    ("changes", "fields"),
+    [
+        ({"title": "n-gram vs baseline, again"}, ["title"]),
+        ({"context": "Why.", "tags": ["ngram", "cpu"]}, ["context", "tags"]),
+        ({"status": "superseded"}, ["status"]),
+        ({"config__engine__version": "0.33.0"}, ["config"]),
+    ],
+)
+def test_a_changed_record_names_the_top_level_fields_that_differ(
+    changes: dict[str, Any], fields: list[str]
+) -> None:
+    [change] = diff.compare(side("a", record()), side("b", record(**changes))).records
+    assert change.change == "changed" and change.fields == fields
+    assert change.verdicts == [] and change.metrics == []  # neither changed
+
+
+def test_changed_records_come_in_id_order() -> None:
+    others = [record(id=name) for name in ("zeta", "alpha")]
+    result = diff.compare(side("a", record()), side("b", *others))
+    assert [(r.id, r.change) for r in result.records] == [
+        ("alpha", "added"),
+        ("ngram-test", "removed"),
+        ("zeta", "added"),
+    ]
+
+
+# --- verdict rows ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("per_class", "rows"),
+    [
+        (  # flipped by new evidence
+            {"coding": {"outcome": "supported", "effect": 0.12, "ci_low": 0.08, "ci_high": 0.16}},
+            [VerdictRow("coding", "refuted", "supported", -0.26, 0.12, (0.08, 0.16))],
+        ),
+        (  # a class added without an interval; the unchanged class is not repeated
+            {
+                "coding": {"outcome": "refuted", "effect": -0.26, "ci_low": -0.3, "ci_high": -0.2},
+                "math": {"outcome": "inconclusive", "effect": 0.01},
+            },
+            [VerdictRow("math", None, "inconclusive", None, 0.01, None)],
+        ),
+        (  # a class dropped
+            {},
+            [VerdictRow("coding", "refuted", None, -0.26, None, None)],
+        ),
+    ],
+)
+def test_verdict_rows_are_the_classes_whose_verdict_changed(
+    per_class: dict[str, Any], rows: list[VerdictRow]
+) -> None:
+    [change] = diff.compare(
+        side("a", record()), side("b", record(verdict__per_class=per_class))
+    ).records
+    assert change.verdicts == rows
+
+
+# --- metric deltas ---------------------------------------------------------------------------
+
+
+def metric_rows(before: dict[str, Any], after: dict[str, Any], all_rows: bool) -> list[MetricRow]:
+    base = record(measurements__ngram__coding__decode_tok_s=before)
+    head = record(measurements__ngram__coding__decode_tok_s=after)
+    changes = diff.compare(side("a", base), side("b", head), all_rows=all_rows).records
+    return [m for c in changes for m in c.metrics]
+
+
+def test_a_metric_delta_with_its_interval() -> None:
+    [row] = metric_rows(summary(100.0, 20.0, 16), summary(110.0, 22.0, 16), all_rows=False)
+    assert (row.variant, row.cls, row.metric, row.unit) == (
+        "ngram",
+        "coding",
+        "decode_tok_s",
+        "tok/s",
+    )
+    # each mean's 95% interval: mean ± 1.96 · stdev / √n
+    assert isinstance(row.base, Estimate) and isinstance(row.head, Estimate)
+    assert dataclasses.astuple(row.base) == pytest.approx((100.0, 90.2, 109.8, 16))
+    assert dataclasses.astuple(row.head) == pytest.approx((110.0, 99.22, 120.78, 16))
+    assert row.change == pytest.approx(0.10)
+    # the delta method: 1.96 · 1.1 · √(25/100² + 30.25/110²) = 0.15245
+    assert row.change_ci == pytest.approx((0.10 - 0.15245, 0.10 + 0.15245), abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "change", "base_interval"),
+    [
+        (summary(100.0), summary(90.0), -0.10, (None, None)),  # no stdev, no n: means only
+        (summary(100.0, 20.0), summary(90.0, 18.0), -0.10, (None, None)),  # n unknown
+        (summary(100.0, 20.0, 16), summary(90.0), -0.10, (90.2, 109.8)),  # one side's only
+        (summary(0.0, 1.0, 16), summary(90.0, 1.0, 16), None, (-0.49, 0.49)),  # no ratio of 0
+    ],
+)
+def test_a_metric_delta_without_an_interval(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    change: float | None,
+    base_interval: tuple[float | None, float | None],
+) -> None:
+    [row] = metric_rows(before, after, all_rows=False)
+    assert row.change is None if change is None else row.change == pytest.approx(change)
+    assert row.change_ci is None
+    assert row.base is not None
+    assert (row.base.low, row.base.high) == pytest.approx(base_interval)
+
+
+@pytest.mark.parametrize(("all_rows", "shown"), [(False, 1), (True, 2)])
+def test_unchanged_metric_rows_only_with_all_rows(all_rows: bool, shown: int) -> None:
+    rows = metric_rows(summary(100.0), summary(90.0), all_rows)
+    assert len(rows) == shown
+    unchanged = [row for row in rows if row.variant == "baseline"]
+    assert [row.change for row in unchanged] == ([0.0] if all_rows else [])
+
+
+def test_a_new_record_shows_every_metric_with_all_rows() -> None:
+    new = record(measurements__baseline__coding__ttft_ms=summary(80.0))
+    default = diff.compare(side("a"), side("b", new)).records[0].metrics
+    every = diff.compare(side("a"), side("b", new), all_rows=True).records[0].metrics
+    assert {row.metric for row in default} == {"decode_tok_s"}  # the primary metric
+    assert [(row.metric, row.unit) for row in every if row.metric != "decode_tok_s"] == [
+        ("ttft_ms", "ms")
+    ]
+
+
+# --- task changes ----------------------------------------------------------------------------
+
+TICKED = TaskChange(
+    plan="next-steps",
+    task="test-ngram",
+    text="Test n-gram speculative decoding",
+    ticked=True,
+    record="ngram-test",
+    outcome="refuted",
+    superseded_by=None,
+)
+UNTICKED = dataclasses.replace(TICKED, ticked=False)
+RERUN = record(id="ngram-rerun", title="n-gram re-run", resolves=[], supersedes=["ngram-test"])
+NO_PLANS: tuple[Plan, ...] = ()
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "head_plans", "changes"),
+    [
+        ((), (record(),), None, [TICKED]),
+        ((record(status="running"),), (record(),), None, [TICKED]),  # concluded now
+        ((record(),), (record(title="retitled"),), None, []),  # still ticked: no change
+        ((record(),), (), None, [UNTICKED]),  # its evidence removed
+        (
+            (record(),),
+            (record(status="superseded"),),
+            None,
+            [dataclasses.replace(UNTICKED, superseded_by="ngram-test")],
+        ),
+        (
+            (record(),),
+            (record(), RERUN),
+            None,
+            [dataclasses.replace(UNTICKED, superseded_by="ngram-rerun")],
+        ),
+        ((record(),), (record(),), NO_PLANS, [dataclasses.replace(UNTICKED, plan_removed=True)]),
+    ],
+    ids=["added", "concluded", "unchanged", "removed", "superseded", "replaced", "plan-removed"],
+)
+def test_task_changes(
+    base: tuple[Record, ...],
+    head: tuple[Record, ...],
+    head_plans: tuple[Plan, ...] | None,
+    changes: list[TaskChange],
+) -> None:
+    assert diff.compare(side("a", *base), side("b", *head, plans=head_plans)).tasks == changes
+
+
+# --- warnings --------------------------------------------------------------------------------
+
+MISMATCH = "compared despite: engine versions differ (0.32.0 vs 0.33.0) (--allow-mismatch)"
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "warnings"),
+    [
+        (
+            (),
+            (record(verdict__caveats=[MISMATCH, "2 requests failed"]),),
+            [f"`ngram-test` compares its variants {MISMATCH}"],
+        ),
+        (
+            (record(),),
+            (record(config__engine__version="0.33.0"),),
+            [
+                "`ngram-test` was re-measured with a different engine version (0.32.0 vs "
+                "0.33.0): its metric deltas compare two setups"
+            ],
+        ),
+        (
+            (record(),),
+            (record(config__hardware={"cpu": "another cpu"}),),
+            [
+                "`ngram-test` was re-measured with a different hardware: its metric deltas "
+                "compare two setups"
+            ],
+        ),
+        ((record(),), (record(config__hardware={"cpu": "test cpu", "host": "b"}),), []),
+        (
+            (record(),),
+            (
+                record(),
+                record(
+                    id="ngram-rerun",
+                    supersedes=["ngram-test"],
+                    resolves=[],
+                    config__engine__version="0.33.0",
+                ),
+            ),
+            [
+                "`ngram-rerun` supersedes `ngram-test`, which had a different engine version "
+                "(0.32.0 vs 0.33.0): compare the verdicts, not the numbers",
+                "`next-steps#test-ngram` is resolved only by `ngram-test`, whose evidence was "
+                "superseded by `ngram-rerun`: re-check the task",
+            ],
+        ),
+        (
+            (record(),),
+            (record(status="superseded"),),
+            [
+                "`next-steps#test-ngram` is resolved only by `ngram-test`, which is marked "
+                "superseded: re-check the task"
+            ],
+        ),
+    ],
+    ids=["mismatch", "engine", "hardware", "host-only", "superseded-by", "marked-superseded"],
+)
+def test_warnings(base: tuple[Record, ...], head: tuple[Record, ...], warnings: list[str]) -> None:
+    assert diff.compare(side("a", *base), side("b", *head)).warnings == warnings
+
+
+@pytest.mark.parametrize(
+    "unchanged",
+    [record(verdict__caveats=[MISMATCH]), record(status="superseded")],
+    ids=["mismatch", "superseded"],
+)
+def test_what_did_not_change_raises_no_warning(unchanged: Record) -> None:
+    result = diff.compare(side("a", unchanged), side("b", unchanged))
+    assert result.warnings == [] and result.empty
+
+
+def test_a_changed_plan_repeats_the_warning_of_its_superseded_evidence() -> None:
+    plan = yaml.safe_load(PLAN)
+    plan["title"] = "Next steps, revised"
+    revised = (Plan.model_validate(plan),)
+    old = record(status="superseded")
+    result = diff.compare(side("a", old), side("b", old, plans=revised))
+    assert result.warnings == [
+        "`next-steps#test-ngram` is resolved only by `ngram-test`, which is marked superseded: "
+        "re-check the task"
+    ]
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def test_to_json_is_the_difference_as_plain_data() -> None:
+    base = record(measurements__ngram__coding__decode_tok_s=summary(100.0, 20.0, 16))
+    head = record(measurements__ngram__coding__decode_tok_s=summary(110.0, 22.0, 16))
+    data = json.loads(json.dumps(diff.to_json(diff.compare(side("a", base), side("b", head)))))
+    assert data["format"] == "kbgen-diff/1"
+    assert (data["base"], data["head"], data["tasks"], data["warnings"]) == ("a", "b", [], [])
+    [change] = data["records"]
+    assert change["id"] == "ngram-test" and change["status"] == ["concluded", "concluded"]
+    [row] = change["metrics"]
+    assert row["head"] == {
+        "mean": 110.0,
+        "low": pytest.approx(99.22),
+        "high": pytest.approx(120.78),
+        "n": 16,
+    }
+    assert row["change"] == pytest.approx(0.1) and len(row["change_ci"]) == 2
