@@ -135,11 +135,6 @@ def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
         assert RunFolder.open(folder.path).samples() == [sample(0)], cut
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a resume appends onto the torn line, so its first sample is unreadable "
-    "(RunFolder.append does not end a torn line first)",
-)
 def test_a_resume_after_a_torn_line_keeps_its_first_sample(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
     folder.append(sample(0))
@@ -150,3 +145,19 @@ def test_a_resume_after_a_torn_line_keeps_its_first_sample(tmp_path: Path) -> No
     resumed.append(sample(2))
     resumed.close()
     assert resumed.samples() == [sample(0), sample(2)]
+    lines = (folder.path / "samples.jsonl").read_text().split("\n")
+    assert lines == [
+        sample(0).model_dump_json(exclude_none=True),
+        sample(1).model_dump_json()[:30],
+        sample(2).model_dump_json(exclude_none=True),
+        "",
+    ]
+
+
+def test_appends_after_a_close_add_no_blank_line(tmp_path: Path) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    for index in range(3):
+        folder.append(sample(index))
+        folder.close()
+    text = (folder.path / "samples.jsonl").read_text()
+    assert text == "".join(sample(i).model_dump_json(exclude_none=True) + "\n" for i in range(3))

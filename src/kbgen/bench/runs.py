@@ -8,7 +8,8 @@
     summary.json          per-variant totals and the client/server token cross-check
 
 A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
-atomically. A line torn by a kill mid-write is ignored on reading and the request is redone.
+atomically. A line torn by a kill mid-write is ignored on reading and the request is redone;
+the next append starts a line of its own after it.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ class RunFolder:
 
     def append(self, sample: Sample) -> None:
         if self._samples is None:
-            self._samples = (self.path / "samples.jsonl").open("a", encoding="utf-8")
+            path = self.path / "samples.jsonl"
+            self._samples = path.open("a", encoding="utf-8")
+            if not _ends_a_line(path):
+                self._samples.write("\n")  # a kill tore the last line: leave it on its own
         self._samples.write(sample.model_dump_json(exclude_none=True) + "\n")
         self._samples.flush()  # in the kernel's hands: a killed process loses nothing
 
@@ -112,3 +116,12 @@ class RunFolder:
     def write_summary(self, summary: dict[str, Any]) -> None:
         text = json.dumps(summary, indent=2) + "\n"
         files.write_atomic(self.path / "summary.json", text.encode())
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file is empty or its last byte ends a line."""
+    with path.open("rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return True
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
