@@ -64,26 +64,27 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
     """Acceptance figures per variant, from the summed counter deltas of its windows."""
     out = {}
     for variant, windows in evidence.windows.items():
-        parts = [w["spec_decode"] for w in windows if "spec_decode" in w]
+        parts = [w.spec_decode for w in windows if w.spec_decode is not None]
         if not parts:
             continue
-        drafts = sum(p["drafts"] for p in parts)
-        draft_tokens = sum(p["draft_tokens"] for p in parts)
-        accepted = sum(p["accepted_tokens"] for p in parts)
-        positions = max(len(p["accepted_per_position"]) for p in parts)
-        per_pos = [
-            sum(p["accepted_per_position"][i] for p in parts if i < len(p["accepted_per_position"]))
-            for i in range(positions)
-        ]
-        ratios = metrics.acceptance(drafts, draft_tokens, accepted, per_pos)
-        per_position = ratios["per_position_acceptance"]
+        positions = max(len(p.accepted_per_position) for p in parts)
+        summed = metrics.SpecDecodeCounters.of(
+            sum(p.drafts for p in parts),
+            sum(p.draft_tokens for p in parts),
+            sum(p.accepted_tokens for p in parts),
+            [
+                sum(p.accepted_per_position[i] for p in parts if i < len(p.accepted_per_position))
+                for i in range(positions)
+            ],
+        )
+        per_position = summed.per_position_acceptance
         out[variant] = SpecDecodeStats(
-            drafts=int(drafts),
-            draft_tokens=int(draft_tokens),
-            accepted_tokens=int(accepted),
+            drafts=int(summed.drafts),
+            draft_tokens=int(summed.draft_tokens),
+            accepted_tokens=int(summed.accepted_tokens),
             **known(
-                acceptance_rate=rounded(ratios["acceptance_rate"]),
-                mean_acceptance_length=rounded(ratios["mean_acceptance_length"]),
+                acceptance_rate=rounded(summed.acceptance_rate),
+                mean_acceptance_length=rounded(summed.mean_acceptance_length),
                 per_position_acceptance=None
                 if per_position is None
                 else [rounded(a) for a in per_position],

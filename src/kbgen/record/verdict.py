@@ -102,7 +102,7 @@ def rule_text(hypothesis: Hypothesis, confidence: float, summary_only: bool = Fa
 def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> Verdict:
     """The verdict with bootstrap intervals over the final successful samples."""
     final, total, failed = evidence.final()
-    tokens_match = [w.get("tokens_match") for ws in evidence.windows.values() for w in ws]
+    tokens_match = [w.tokens_match for ws in evidence.windows.values() for w in ws]
     guards = Guards(
         failure_rate=failed / total if total else 0.0,
         tokens_match=None if not tokens_match else all(t is not False for t in tokens_match),
