@@ -27,8 +27,8 @@ def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Pa
     assert coding.ci_low is not None and coding.ci_high is not None
     assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 9
     assert "BCa bootstrap" in saved.verdict.rule
-    summary = saved.measurements["ngram"]["math"]["decode_tok_s"]
-    assert summary.n == 9 and summary.mean == pytest.approx(
+    decode = saved.measurements["ngram"]["math"]["decode_tok_s"]
+    assert decode.n == 9 and decode.mean == pytest.approx(
         45 * 31 / 30, rel=0.03
     )  # 31 gaps of 30 tokens
     ngram = saved.spec_decode["ngram"]

@@ -23,12 +23,12 @@ from kbgen.kb.models import (
     Hardware,
     Hypothesis,
     MetricName,
+    MetricStats,
     ModelInfo,
     Provenance,
     RawSamples,
     Record,
     Status,
-    Summary,
     Variant,
     Workload,
     baseline_first,
@@ -186,8 +186,8 @@ def from_imports(
         measurements = figures.measurements(evidence)
         decided = verdict.judge(evidence, hypothesis, caveats)
     else:
-        measurements = {i.variant: {imports.ALL: _summaries(i)} for i in found}
-        decided = verdict.judge_summaries(
+        measurements = {i.variant: {imports.ALL: _metric_stats(i)} for i in found}
+        decided = verdict.judge_means(
             evidence, measurements, hypothesis, caveats, allow_summary_only
         )
     tools = sorted({i.tool for i in found})
@@ -226,5 +226,5 @@ def from_imports(
     return record, evidence if with_samples else None
 
 
-def _summaries(imported: imports.Imported) -> dict[MetricName, Summary]:
-    return {metric: figures.summary(values) for metric, values in imported.summary.items()}
+def _metric_stats(imported: imports.Imported) -> dict[MetricName, MetricStats]:
+    return {metric: figures.metric_stats(values) for metric, values in imported.stats.items()}

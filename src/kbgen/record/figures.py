@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from kbgen.bench import metrics
-from kbgen.kb.models import Measurements, MetricName, SpecDecodeStats, Summary
+from kbgen.kb.models import Measurements, MetricName, MetricStats, SpecDecodeStats
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence
 
@@ -34,13 +34,13 @@ def known(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def summary(values: dict[str, Any]) -> Summary:
-    """A summary of stats.summary's (or an importer's) figures, rounded; `n` kept exact."""
-    return Summary(**known(**{k: v if k == "n" else rounded(v) for k, v in values.items()}))
+def metric_stats(values: dict[str, Any]) -> MetricStats:
+    """The statistics of stats.describe (or an importer's), rounded; `n` kept exact."""
+    return MetricStats(**known(**{k: v if k == "n" else rounded(v) for k, v in values.items()}))
 
 
 def measurements(evidence: Evidence) -> Measurements:
-    """variant → class → metric → summary, from the final successful samples."""
+    """variant → class → metric → statistics, from the final successful samples."""
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for sample in evidence.final()[0]:
         m = sample.metrics()
@@ -56,7 +56,7 @@ def measurements(evidence: Evidence) -> Measurements:
                 series = values.get((variant, cls, metric))
                 if series:
                     by_metric = out.setdefault(variant, {}).setdefault(cls, {})
-                    by_metric[metric] = summary(stats.summary(series))
+                    by_metric[metric] = metric_stats(stats.describe(series))
     return out
 
 
