@@ -240,7 +240,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     if resume is not None:
         folder = RunFolder.open(resume)
         experiment = spec.load(folder.spec_path)
-        meta = folder.update_meta(status="running", attempts=int(folder.meta()["attempts"]) + 1)
+        meta = folder.update_meta(status="running", attempts=folder.meta().attempts + 1)
     else:
         assert spec_file is not None
         if not spec_file.is_file():
@@ -250,10 +250,10 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
             runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
         )
         meta = folder.meta()
-    click.echo(f"run folder: {folder.path} (attempt {meta['attempts']})", err=True)
+    click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
     try:
         with progress.RichEvents() as events:
-            summary = asyncio.run(bench_stage.run(experiment, folder, events))
+            totals = asyncio.run(bench_stage.run(experiment, folder, events))
     except KeyboardInterrupt:
         folder.update_meta(status="interrupted")
         click.echo(
@@ -264,7 +264,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     except KbgenError:
         folder.update_meta(status="failed")
         raise
-    progress.show(progress.summary_table(summary))
+    progress.show(progress.totals_table(totals))
     click.echo(str(folder.path))  # alone on stdout: `run=$(kbgen bench spec.yaml)` works
 
 

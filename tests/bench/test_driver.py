@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from kbgen.bench import driver as bench
 from kbgen.bench.launch import Launched
+from kbgen.bench.run_models import RunTotals
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec
@@ -153,10 +154,10 @@ def _external_spec(url: str, tmp_path: Path) -> ExperimentSpec:
     )
 
 
-def _bench_against(fake: Any, tmp_path: Path) -> tuple[RunFolder, dict[str, Any]]:
+def _bench_against(fake: Any, tmp_path: Path) -> tuple[RunFolder, RunTotals]:
     from aiohttp.test_utils import TestServer
 
-    async def go() -> tuple[RunFolder, dict[str, Any]]:
+    async def go() -> tuple[RunFolder, RunTotals]:
         server = TestServer(fake.app(), host="127.0.0.1")
         await server.start_server()
         try:
@@ -176,13 +177,16 @@ def test_failed_requests_are_recorded_and_the_run_goes_on(fault: str, tmp_path: 
     from tests.support.fake_server import FakeVllm
 
     fake = FakeVllm({2: fault})  # request 0 is variant a's warm-up; 2 is a measured one
-    folder, summary = _bench_against(fake, tmp_path)
+    folder, totals = _bench_against(fake, tmp_path)
     samples = folder.samples()
     failed = [s for s in samples if not s.ok]
     assert len(samples) == 12 and len(failed) == 1
     assert failed[0].variant == "a" and failed[0].error is not None
-    assert summary["variants"]["a"]["requests_failed"] == 1
-    assert summary["variants"]["a"]["requests_ok"] == 5
-    assert summary["variants"]["b"]["requests_ok"] == 6
-    assert summary["variants"]["b"]["tokens_match"] is True
+    assert totals.variants["a"].requests_failed == 1
+    assert totals.variants["a"].requests_ok == 5
+    assert totals.variants["b"].requests_ok == 6
+    assert totals.variants["b"].tokens_match is True
+    assert json.loads((folder.path / "summary.json").read_text()) == totals.model_dump(
+        exclude_unset=True
+    )
     assert json.loads((folder.path / "run.json").read_text())["status"] == "complete"

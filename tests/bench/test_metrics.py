@@ -75,7 +75,7 @@ def _finish_reasons(sse_name: str) -> list[str]:
     ]
 
 
-def _window(arm: str, model: str | None = None) -> dict[str, object]:
+def _window(arm: str, model: str | None = None) -> metrics.Counters:
     before = metrics.parse(_text(f"{arm}-metrics-before.txt"))
     after = metrics.parse(_text(f"{arm}-metrics-after.txt"))
     return metrics.window(before, after, model=model)
@@ -119,10 +119,10 @@ def test_parse_keys_counters_by_exported_name_and_label_set() -> None:
 def test_generation_tokens_equal_the_streams_sent_between_the_scrapes(arm: str) -> None:
     out = _window(arm)
     usages = [_final_usage(f"{arm}-{kind}.sse") for kind in STREAMS_IN_WINDOW]
-    assert out["generation_tokens"] == sum(u["completion_tokens"] for u in usages) == 128
-    assert out["prompt_tokens"] == sum(u["prompt_tokens"] for u in usages)
-    assert out["generation_tokens"] == _raw_delta(arm, "vllm:generation_tokens_total")
-    assert out["preemptions"] == 0
+    assert out.generation_tokens == sum(u["completion_tokens"] for u in usages) == 128
+    assert out.prompt_tokens == sum(u["prompt_tokens"] for u in usages)
+    assert out.generation_tokens == _raw_delta(arm, "vllm:generation_tokens_total")
+    assert out.preemptions == 0
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -139,20 +139,47 @@ def test_requests_finished_by_reason(arm: str) -> None:
     out = _window(arm)
     reasons = [r for kind in STREAMS_IN_WINDOW for r in _finish_reasons(f"{arm}-{kind}.sse")]
     assert reasons == ["length", "length"]
-    finished = out["requests_finished"]
-    assert isinstance(finished, dict)
+    finished = out.requests_finished
     assert finished["length"] == 2
     assert sum(finished.values()) == len(reasons)
     assert set(finished) == {"stop", "length", "abort", "error", "repetition"}
 
 
 def test_baseline_window_has_no_spec_decode() -> None:
-    assert "spec_decode" not in _window("baseline")
+    out = _window("baseline")
+    assert out.spec_decode is None
+    # as summary.json and a samples file keep it: the old keys, in their order, and no spec_decode
+    assert list(out.model_dump(exclude_unset=True)) == [
+        "generation_tokens",
+        "prompt_tokens",
+        "preemptions",
+        "requests_finished",
+    ]
+
+
+def test_ngram_window_keeps_its_keys_in_order() -> None:
+    out = _window("ngram").model_dump(exclude_unset=True)
+    assert list(out) == [
+        "generation_tokens",
+        "prompt_tokens",
+        "preemptions",
+        "requests_finished",
+        "spec_decode",
+    ]
+    assert list(out["spec_decode"]) == [
+        "drafts",
+        "draft_tokens",
+        "accepted_tokens",
+        "accepted_per_position",
+        "acceptance_rate",
+        "mean_acceptance_length",
+        "per_position_acceptance",
+    ]
 
 
 def test_ngram_spec_decode_deltas_match_the_raw_counters() -> None:
-    spec = _window("ngram")["spec_decode"]
-    assert isinstance(spec, dict)
+    spec = _window("ngram").spec_decode
+    assert spec is not None
     drafts = _raw_delta("ngram", "vllm:spec_decode_num_drafts_total")
     draft_tokens = _raw_delta("ngram", "vllm:spec_decode_num_draft_tokens_total")
     accepted = _raw_delta("ngram", "vllm:spec_decode_num_accepted_tokens_total")
@@ -169,28 +196,28 @@ def test_ngram_spec_decode_deltas_match_the_raw_counters() -> None:
         for p in positions
     ]
     assert drafts > 0 and draft_tokens > 0 and accepted > 0
-    assert spec["drafts"] == drafts
-    assert spec["draft_tokens"] == draft_tokens
-    assert spec["accepted_tokens"] == accepted
-    assert spec["accepted_per_position"] == per_pos
-    assert spec["acceptance_rate"] == pytest.approx(accepted / draft_tokens)
-    assert spec["mean_acceptance_length"] == pytest.approx(1 + accepted / drafts)
-    assert spec["per_position_acceptance"] == pytest.approx([a / drafts for a in per_pos])
+    assert spec.drafts == drafts
+    assert spec.draft_tokens == draft_tokens
+    assert spec.accepted_tokens == accepted
+    assert spec.accepted_per_position == per_pos
+    assert spec.acceptance_rate == pytest.approx(accepted / draft_tokens)
+    assert spec.mean_acceptance_length == pytest.approx(1 + accepted / drafts)
+    assert spec.per_position_acceptance == pytest.approx([a / drafts for a in per_pos])
 
 
 def test_ngram_spec_decode_figures_are_consistent() -> None:
-    spec = _window("ngram")["spec_decode"]
-    assert isinstance(spec, dict)
+    spec = _window("ngram").spec_decode
+    assert spec is not None
     num_speculative_tokens = 5  # positions 0..4 in the scrape
-    assert len(spec["per_position_acceptance"]) == num_speculative_tokens
-    assert len(spec["accepted_per_position"]) == num_speculative_tokens
+    assert len(spec.per_position_acceptance) == num_speculative_tokens
+    assert len(spec.accepted_per_position) == num_speculative_tokens
     # Every accepted token sits at exactly one draft position.
-    assert sum(spec["accepted_per_position"]) == spec["accepted_tokens"]
-    assert all(0 <= rate <= 1 for rate in spec["per_position_acceptance"])
-    assert 0 <= spec["acceptance_rate"] <= 1
-    assert 1 <= spec["mean_acceptance_length"] <= 1 + num_speculative_tokens
+    assert sum(spec.accepted_per_position) == spec.accepted_tokens
+    assert all(0 <= rate <= 1 for rate in spec.per_position_acceptance)
+    assert 0 <= spec.acceptance_rate <= 1
+    assert 1 <= spec.mean_acceptance_length <= 1 + num_speculative_tokens
     for key in ("drafts", "draft_tokens", "accepted_tokens"):
-        assert float(spec[key]).is_integer()
+        assert float(getattr(spec, key)).is_integer()
 
 
 # --- window: model filter, missing counters -------------------------------------------------
@@ -205,19 +232,18 @@ def test_model_filter_with_the_served_model_changes_nothing(arm: str) -> None:
 @pytest.mark.parametrize("arm", ARMS)
 def test_model_filter_with_another_model_gives_zero_deltas(arm: str) -> None:
     out = _window(arm, model="some/other-model")
-    assert out["generation_tokens"] == 0
-    assert out["prompt_tokens"] == 0
-    assert out["preemptions"] == 0
-    assert isinstance(out["requests_finished"], dict)
-    assert set(out["requests_finished"].values()) == {0}
+    assert out.generation_tokens == 0
+    assert out.prompt_tokens == 0
+    assert out.preemptions == 0
+    assert set(out.requests_finished.values()) == {0}
     if arm == "ngram":
-        spec = out["spec_decode"]
-        assert isinstance(spec, dict)
-        assert spec["drafts"] == spec["draft_tokens"] == spec["accepted_tokens"] == 0
-        assert spec["accepted_per_position"] == [0] * 5
+        spec = out.spec_decode
+        assert spec is not None
+        assert spec.drafts == spec.draft_tokens == spec.accepted_tokens == 0
+        assert spec.accepted_per_position == [0] * 5
         # nothing was drafted: the ratios are undefined, not 0
-        assert spec["acceptance_rate"] is None
-        assert spec["mean_acceptance_length"] is None
+        assert spec.acceptance_rate is None
+        assert spec.mean_acceptance_length is None
 
 
 def _without(text: str, prefix: str) -> str:
@@ -231,22 +257,22 @@ def test_a_counter_absent_before_counts_from_zero() -> None:
     before_text = _without(before_text, "vllm:spec_decode_")
     after_text = _text("ngram-metrics-after.txt")
     out = metrics.window(metrics.parse(before_text), metrics.parse(after_text))
-    assert out["generation_tokens"] == _raw_total(after_text, "vllm:generation_tokens_total")
-    spec = out["spec_decode"]
-    assert isinstance(spec, dict)
-    assert spec["drafts"] == _raw_total(after_text, "vllm:spec_decode_num_drafts_total")
-    assert spec["accepted_tokens"] == _raw_total(
+    assert out.generation_tokens == _raw_total(after_text, "vllm:generation_tokens_total")
+    spec = out.spec_decode
+    assert spec is not None
+    assert spec.drafts == _raw_total(after_text, "vllm:spec_decode_num_drafts_total")
+    assert spec.accepted_tokens == _raw_total(
         after_text, "vllm:spec_decode_num_accepted_tokens_total"
     )
     # counters present in both still give the window's delta
-    assert out["prompt_tokens"] == _raw_delta("ngram", "vllm:prompt_tokens_total")
+    assert out.prompt_tokens == _raw_delta("ngram", "vllm:prompt_tokens_total")
 
 
 def test_an_empty_before_snapshot_gives_the_totals() -> None:
     after_text = _text("baseline-metrics-after.txt")
     out = metrics.window({}, metrics.parse(after_text))
-    assert out["generation_tokens"] == _raw_total(after_text, "vllm:generation_tokens_total")
-    assert out["prompt_tokens"] == _raw_total(after_text, "vllm:prompt_tokens_total")
+    assert out.generation_tokens == _raw_total(after_text, "vllm:generation_tokens_total")
+    assert out.prompt_tokens == _raw_total(after_text, "vllm:prompt_tokens_total")
 
 
 # --- window: several engines and models (constructed) --------------------------------------
@@ -280,10 +306,10 @@ def test_window_sums_engines_and_filters_models(
     before = metrics.parse(TWO_ENGINES % {"a0": 1, "a1": 2, "b0": 300})
     after = metrics.parse(TWO_ENGINES % {"a0": 10, "a1": 20, "b0": 400})
     out = metrics.window(before, after, model=model)
-    assert out["generation_tokens"] == generation
-    spec = out["spec_decode"]
-    assert isinstance(spec, dict)
-    assert spec["drafts"] == drafts
+    assert out.generation_tokens == generation
+    spec = out.spec_decode
+    assert spec is not None
+    assert spec.drafts == drafts
 
 
 # --- errors ---------------------------------------------------------------------------------

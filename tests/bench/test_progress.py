@@ -1,4 +1,4 @@
-"""The terminal view of `kbgen bench`: the rich event sink and the summary table, as text."""
+"""The terminal view of `kbgen bench`: the rich event sink and the totals table, as text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from rich.console import Console
 
 from kbgen.bench import progress
 from kbgen.bench.launch import Launched
-from kbgen.bench.progress import RichEvents, summary_table
+from kbgen.bench.progress import RichEvents, totals_table
+from kbgen.bench.run_models import RunTotals
 from kbgen.bench.samples import Sample
 
 
@@ -112,9 +113,9 @@ def test_each_variant_has_its_own_bar_and_rate(clock: type[Clock]) -> None:
     assert "1/3" in ngram and "2.0 tok/s" in ngram
 
 
-def summary(**variants: dict[str, Any]) -> dict[str, Any]:
-    """A run summary as bench.driver.summarize makes it."""
-    return {"spec_id": "ngram-vs-baseline", "variants": variants}
+def totals(**variants: dict[str, Any]) -> RunTotals:
+    """A run's totals as bench.driver.totals makes them."""
+    return RunTotals.model_validate({"spec_id": "ngram-vs-baseline", "variants": variants})
 
 
 def variant(
@@ -126,10 +127,20 @@ def variant(
 ) -> dict[str, Any]:
     window: dict[str, Any] = {"generation_tokens": 576, "client_output_tokens": 576}
     if spec_decode is not None:
-        window["spec_decode"] = spec_decode
+        window["spec_decode"] = {
+            "drafts": 120.0,
+            "draft_tokens": 600.0,
+            "accepted_tokens": 274.0,
+            "accepted_per_position": [100.0, 80.0, 50.0, 30.0, 14.0],
+            **spec_decode,
+        }
     return {
+        "engine_version": "0.32.0",
+        "model": "m",
         "requests_ok": ok,
         "requests_failed": failed,
+        "output_tokens": 576,
+        "window_s": 576 / tok_s if tok_s else 0.0,
         "output_tok_s": tok_s,
         "tokens_match": match,
         "windows": [window],
@@ -146,10 +157,10 @@ def rows(table_text: str) -> dict[str, list[str]]:
     return out
 
 
-def test_the_summary_table_has_a_row_per_variant() -> None:
+def test_the_totals_table_has_a_row_per_variant() -> None:
     spec = {"acceptance_rate": 0.4567, "mean_acceptance_length": 2.8333}
     text = text_of(
-        summary_table(summary(baseline=variant(), ngram=variant(ok=11, failed=1, spec_decode=spec)))
+        totals_table(totals(baseline=variant(), ngram=variant(ok=11, failed=1, spec_decode=spec)))
     )
     assert "run summary: ngram-vs-baseline" in text
     assert rows(text) == {
@@ -170,13 +181,13 @@ def test_the_summary_table_has_a_row_per_variant() -> None:
     ],
     ids=["tokens-differ", "nothing-measured", "no-drafts"],
 )
-def test_the_summary_table_marks_what_is_missing_or_wrong(
+def test_the_totals_table_marks_what_is_missing_or_wrong(
     row: dict[str, Any], cells: list[str]
 ) -> None:
-    assert rows(text_of(summary_table(summary(v=row)))) == {"v": cells}
+    assert rows(text_of(totals_table(totals(v=row)))) == {"v": cells}
 
 
 def test_show_prints_the_table_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    progress.show(summary_table(summary(baseline=variant())))
+    progress.show(totals_table(totals(baseline=variant())))
     captured = capsys.readouterr()
     assert captured.out == "" and "run summary: ngram-vs-baseline" in captured.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import types
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from kbgen.bench import runs
+from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, UsageError
@@ -17,18 +19,33 @@ from kbgen.errors import InvalidInput, UsageError
 SPEC_TEXT = "schema_version: 1\nid: ngram-vs-baseline\n"
 
 
-def a_meta() -> dict[str, Any]:
-    """What bench.driver.new_meta writes for a new run."""
-    return {
-        "spec_id": "ngram-vs-baseline",
-        "status": "running",
-        "started": "2025-01-02T03:04:05+00:00",
-        "tool": "kbgen 0.1.0",
-        "git_sha": None,
-        "hardware": None,
-        "attempts": 1,
-        "variants": {},
-    }
+def a_meta(**changes: Any) -> RunMeta:
+    """What bench.driver.new_meta makes for a new run."""
+    return RunMeta.model_validate({**A_META, **changes})
+
+
+A_META: dict[str, Any] = {  # run.json of a new run, as bench.driver.new_meta writes it
+    "spec_id": "ngram-vs-baseline",
+    "status": "running",
+    "started": "2025-01-02T03:04:05+00:00",
+    "tool": "kbgen 0.1.0",
+    "git_sha": None,
+    "hardware": None,
+    "attempts": 1,
+    "variants": {},
+}
+
+
+A_VARIANT: dict[str, Any] = {  # a variant's entry, as bench.driver writes it
+    "url": "http://127.0.0.1:8000",
+    "command": [],
+    "env": {},
+    "reused_server": False,
+    "engine_version": "0.32.0",
+    "model": "m",
+    "max_model_len": 2048,
+    "windows": [],
+}
 
 
 def sample(index: int, error: str | None = None) -> Sample:
@@ -65,6 +82,7 @@ def test_create_makes_the_folder_with_the_spec_and_meta(tmp_path: Path, frozen_n
     assert folder.path == tmp_path / "runs" / "20250102T030405-ngram-vs-baseline"
     assert folder.spec_path.read_text() == SPEC_TEXT
     assert folder.meta() == a_meta()
+    assert json.loads((folder.path / "run.json").read_text()) == A_META
     assert folder.samples() == []
     assert folder.log("ngram").parent.is_dir()
     assert folder.write_metrics("ngram-0-before", "# HELP x y\n").read_text() == "# HELP x y\n"
@@ -97,19 +115,50 @@ def test_open_refuses_a_folder_that_is_not_a_run(tmp_path: Path, missing: str) -
 
 def test_meta_round_trips_and_update_merges(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
-    changed = {**a_meta(), "status": "complete", "attempts": 2}
+    changed = a_meta(status="complete", attempts=2)
     folder.write_meta(changed)
     assert RunFolder.open(folder.path).meta() == changed
     merged = folder.update_meta(status="interrupted")
-    assert merged == {**changed, "status": "interrupted"}
+    assert merged == a_meta(status="interrupted", attempts=2)
     assert folder.meta() == merged
+    finished = folder.update_meta(status="complete", attempts=3, finished="2025-01-02T04:00:00")
+    on_disk = json.loads((folder.path / "run.json").read_text())
+    assert on_disk == {**A_META, "status": "complete", "attempts": 3, "finished": finished.finished}
+    assert list(on_disk)[-1] == "finished"  # after the variants, where the old code put it
 
 
-def test_a_broken_run_json_is_invalid_input(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"spec_id": ', r"run\.json:1: not JSON: Expecting value"),
+        ("[1, 2]", r"run\.json:1: expected a JSON object"),
+        (
+            json.dumps({**A_META, "attempts": "two"}, indent=2),
+            r"run\.json:8: attempts: Input should be a valid integer",
+        ),
+        (
+            json.dumps({**A_META, "status": "paused"}, indent=2),
+            r"run\.json:3: status: Input should be 'running', 'complete'",
+        ),
+        (
+            json.dumps({**A_META, "variants": {"a": {**A_VARIANT, "model": 3}}}, indent=2),
+            r"run\.json:16: variants\.a\.model: Input should be a valid string$",
+        ),
+        (
+            json.dumps({k: v for k, v in A_META.items() if k != "tool"}, indent=2),
+            r"run\.json:1: tool: required field is missing",
+        ),
+    ],
+    ids=["torn", "not-an-object", "wrong-type", "unknown-status", "nested", "missing"],
+)
+def test_a_broken_run_json_is_invalid_input_at_its_line_and_field(
+    tmp_path: Path, text: str, match: str
+) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
-    (folder.path / "run.json").write_text('{"spec_id": ')
-    with pytest.raises(InvalidInput):
+    (folder.path / "run.json").write_text(text)
+    with pytest.raises(InvalidInput, match=match) as info:
         folder.meta()
+    assert str(info.value).startswith(str(folder.path / "run.json"))
 
 
 def test_samples_are_readable_as_soon_as_appended(tmp_path: Path) -> None:
@@ -135,11 +184,6 @@ def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
         assert RunFolder.open(folder.path).samples() == [sample(0)], cut
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a resume appends onto the torn line, so its first sample is unreadable "
-    "(RunFolder.append does not end a torn line first)",
-)
 def test_a_resume_after_a_torn_line_keeps_its_first_sample(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
     folder.append(sample(0))
@@ -150,3 +194,19 @@ def test_a_resume_after_a_torn_line_keeps_its_first_sample(tmp_path: Path) -> No
     resumed.append(sample(2))
     resumed.close()
     assert resumed.samples() == [sample(0), sample(2)]
+    lines = (folder.path / "samples.jsonl").read_text().split("\n")
+    assert lines == [
+        sample(0).model_dump_json(exclude_none=True),
+        sample(1).model_dump_json()[:30],
+        sample(2).model_dump_json(exclude_none=True),
+        "",
+    ]
+
+
+def test_appends_after_a_close_add_no_blank_line(tmp_path: Path) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    for index in range(3):
+        folder.append(sample(index))
+        folder.close()
+    text = (folder.path / "samples.jsonl").read_text()
+    assert text == "".join(sample(i).model_dump_json(exclude_none=True) + "\n" for i in range(3))

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.errors import Mismatch
 from kbgen.kb import loading as kb
-from kbgen.record import command
+from kbgen.record import command, compose
 from tests.support.runs import SECRET, make_run
 
 
@@ -26,8 +27,8 @@ def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Pa
     assert coding.ci_low is not None and coding.ci_high is not None
     assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 9
     assert "BCa bootstrap" in saved.verdict.rule
-    summary = saved.measurements["ngram"]["math"]["decode_tok_s"]
-    assert summary.n == 9 and summary.mean == pytest.approx(
+    decode = saved.measurements["ngram"]["math"]["decode_tok_s"]
+    assert decode.n == 9 and decode.mean == pytest.approx(
         45 * 31 / 30, rel=0.03
     )  # 31 gaps of 30 tokens
     ngram = saved.spec_decode["ngram"]
@@ -95,3 +96,13 @@ def test_an_unfinished_run_is_refused(tmp_path: Path, records: Path) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, status="failed")
     result = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
     assert result.exit_code == 2 and "kbgen bench --resume" in result.stderr
+
+
+def test_a_run_folder_written_before_the_models_becomes_a_record(tmp_path: Path) -> None:
+    old = Path(__file__).parents[1] / "fixtures" / "run-folders" / "fake-two-attempts"
+    record, evidence = compose.from_run(RunFolder.open(old), "old-run")
+    assert record.config.engine.version == "0.32.0" and record.config.model.name == "fake"
+    assert record.provenance is not None and record.provenance.git_sha is not None
+    assert record.config.hardware.model_dump(exclude_unset=True) == {}  # none in run.json
+    assert [len(evidence.windows[v]) for v in ("a", "b")] == [2, 1]
+    assert len(evidence.final()[0]) == 8

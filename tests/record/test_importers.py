@@ -105,7 +105,7 @@ def test_summary_only_is_inconclusive_unless_allowed(tmp_path: Path) -> None:
         imports.vllm_bench(_summary_only(BASE, tmp_path / "b.json"), "baseline"),
         imports.vllm_bench(_summary_only(NGRAM, tmp_path / "n.json"), "ngram"),
     ]
-    assert not found[0].samples and "decode_tok_s" in found[0].summary
+    assert not found[0].samples and "decode_tok_s" in found[0].stats
     data, evidence = compose.from_imports(found, "x", "X", FASTER)
     assert evidence is None and data.raw_samples is None
     assert data.verdict is not None

@@ -8,15 +8,15 @@ import pytest
 from kbgen.record import stats
 
 
-def test_summary_known_values() -> None:
-    got = stats.summary([1.0, 2.0, 3.0, 4.0])
+def test_describe_known_values() -> None:
+    got = stats.describe([1.0, 2.0, 3.0, 4.0])
     assert got["n"] == 4 and got["mean"] == 2.5 and got["median"] == 2.5
     assert got["p90"] == pytest.approx(3.7) and got["p99"] == pytest.approx(3.97)
     assert got["stdev"] == pytest.approx(1.2909944487)
 
 
-def test_summary_of_one_value_has_no_stdev() -> None:
-    assert stats.summary([5.0]) == {
+def test_describe_one_value_has_no_stdev() -> None:
+    assert stats.describe([5.0]) == {
         "n": 1,
         "mean": 5.0,
         "median": 5.0,

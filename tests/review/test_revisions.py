@@ -452,15 +452,17 @@ def test_a_records_folder_below_the_root_with_any_file_name(tmp_path: Path) -> N
 
 
 def test_delta_interval_by_the_delta_method() -> None:
-    from kbgen.kb.models import Summary
+    from kbgen.kb.models import MetricStats
     from kbgen.review.diff import _change_ci
 
     low, high = _change_ci(
-        Summary(n=100, mean=50.0, stdev=5.0), Summary(n=100, mean=60.0, stdev=5.0)
+        MetricStats(n=100, mean=50.0, stdev=5.0), MetricStats(n=100, mean=60.0, stdev=5.0)
     )
     # ratio 1.2; relative standard errors 0.01 (base) and 0.00833 (head)
     assert (round(low, 4), round(high, 4)) == (0.1694, 0.2306)
-    assert _change_ci(Summary(n=None, mean=50.0), Summary(n=3, mean=60.0, stdev=1.0)) is None
+    assert (
+        _change_ci(MetricStats(n=None, mean=50.0), MetricStats(n=3, mean=60.0, stdev=1.0)) is None
+    )
 
 
 def test_a_removed_plan_unticks_its_tasks(history: tuple[Path, dict[str, str]]) -> None:

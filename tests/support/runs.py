@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from kbgen.bench.run_models import RunMeta, RunStatus, VariantRun
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 
@@ -109,19 +110,23 @@ def make_run(
     root: Path,
     rates: dict[str, float],
     versions: tuple[str, str] = ("0.32.0", "0.32.0"),
-    status: str = "complete",
+    status: RunStatus = "complete",
     failures: int = 0,
 ) -> Path:
     """A complete run folder as kbgen bench leaves it, without a server."""
     rng = random.Random(5)
-    meta = {
-        "spec_id": "synthetic",
-        "status": "running",
-        "attempts": 1,
-        "git_sha": "abc",
-        "hardware": {"cpu": "Test CPU", "cpu_count": 2, "host": "box"},
-        "variants": {},
-    }
+    meta = RunMeta.model_validate(
+        {
+            "spec_id": "synthetic",
+            "status": "running",
+            "started": "2026-11-29T10:15:00+00:00",
+            "tool": "kbgen 0.1.0",
+            "git_sha": "abc",
+            "hardware": {"cpu": "Test CPU", "cpu_count": 2, "host": "box"},
+            "attempts": 1,
+            "variants": {},
+        }
+    )
     folder = RunFolder.create(root, "synthetic", yaml.safe_dump(SPEC), meta)
     for (variant, rate), version in zip(rates.items(), versions, strict=True):
         per_chunk = 3 if variant == "ngram" else 1
@@ -140,22 +145,28 @@ def make_run(
         folder.write_metrics(
             f"{variant}-0-after", metrics_text(100 + generated, variant == "ngram", 1)
         )
-        meta["variants"][variant] = {
-            "engine_version": version,
-            "model": "m",
-            "command": ["vllm", "serve"],
-            "windows": [
-                {
-                    "index": 0,
-                    "start_ns": 0,
-                    "end_ns": 2 * 10**9,
-                    "attempt": 0,
-                    "before": f"metrics/{variant}-0-before.prom",
-                    "after": f"metrics/{variant}-0-after.prom",
-                }
-            ],
-        }
+        meta.variants[variant] = VariantRun.model_validate(
+            {
+                "url": "http://127.0.0.1:8000",
+                "command": ["vllm", "serve"],
+                "env": {},
+                "reused_server": False,
+                "engine_version": version,
+                "model": "m",
+                "max_model_len": 2048,
+                "windows": [
+                    {
+                        "index": 0,
+                        "start_ns": 0,
+                        "end_ns": 2 * 10**9,
+                        "attempt": 0,
+                        "before": f"metrics/{variant}-0-before.prom",
+                        "after": f"metrics/{variant}-0-after.prom",
+                    }
+                ],
+            }
+        )
     folder.close()
-    meta["status"] = status
+    meta.status = status
     folder.write_meta(meta)
     return folder.path

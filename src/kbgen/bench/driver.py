@@ -26,12 +26,13 @@ from kbgen import __version__
 from kbgen.bench import metrics, prompts
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, launcher_for
+from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec
 from kbgen.errors import ServerFailed, ServerUnreachable
 from kbgen.kb import git
-from kbgen.kb.models import baseline_first
+from kbgen.kb.models import Hardware, baseline_first
 
 
 @dataclass(frozen=True, order=True)
@@ -89,7 +90,7 @@ def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
     return body
 
 
-def local_hardware() -> dict[str, Any]:
+def local_hardware() -> Hardware:
     """CPU model and count, and GPUs if nvidia-smi sees any: the machine kbgen runs on."""
     cpu = platform.processor() or platform.machine()
     try:
@@ -114,33 +115,34 @@ def local_hardware() -> dict[str, Any]:
                 hardware.update(accelerator=gpus[0], count=len(gpus))
         except (OSError, subprocess.SubprocessError):
             pass
-    return hardware
+    return Hardware(**hardware)
 
 
-def new_meta(spec: ExperimentSpec) -> dict[str, Any]:
-    return {
-        "spec_id": spec.id,
-        "status": "running",
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "tool": f"kbgen {__version__}",
-        "git_sha": git.head_sha(Path.cwd()),
-        "hardware": local_hardware() if spec.server.launcher == "process" else None,
-        "attempts": 1,
-        "variants": {},
-    }
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-async def run(
-    spec: ExperimentSpec, folder: RunFolder, events: Events | None = None
-) -> dict[str, Any]:
-    """Measure every request of the plan that has no successful sample yet; return the summary."""
-    await _Run(spec, folder, events or NoEvents()).all_variants()
-    summary = summarize(spec, folder)
-    folder.write_summary(summary)
-    folder.update_meta(
-        status="complete", finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+def new_meta(spec: ExperimentSpec) -> RunMeta:
+    """run.json of a new run: nothing measured yet."""
+    return RunMeta(
+        spec_id=spec.id,
+        status="running",
+        started=_now(),
+        tool=f"kbgen {__version__}",
+        git_sha=git.head_sha(Path.cwd()),
+        hardware=local_hardware() if spec.server.launcher == "process" else None,
+        attempts=1,
+        variants={},
     )
-    return summary
+
+
+async def run(spec: ExperimentSpec, folder: RunFolder, events: Events | None = None) -> RunTotals:
+    """Measure every request of the plan that has no successful sample yet; return the totals."""
+    await _Run(spec, folder, events or NoEvents()).all_variants()
+    run_totals = totals(spec, folder)
+    folder.write_totals(run_totals)
+    folder.update_meta(status="complete", finished=_now())
+    return run_totals
 
 
 def _key(sample: Sample) -> Key:
@@ -156,7 +158,7 @@ class _Run:
         self.suite = prompts.load(
             Path(self.workload.prompts), self.workload.classes, self.workload.per_class
         )
-        self.attempt = int(folder.meta().get("attempts", 1)) - 1
+        self.attempt = folder.meta().attempts - 1
         self.launcher = launcher_for(spec.server)
         self.timeouts = Timeouts(
             stall_s=self.workload.stall_timeout_s, request_s=self.workload.request_timeout_s
@@ -185,19 +187,20 @@ class _Run:
         async with Client(launched.url, timeouts=self.timeouts) as client:
             models = await client.get_json("/v1/models")
             model = models["data"][0]["id"]
-            info = {
-                "url": launched.url,
-                "command": launched.command,
-                "env": launched.env,
-                "reused_server": launched.reused,
-                "engine_version": (await client.get_json("/version")).get("version"),
-                "model": model,
-                "max_model_len": models["data"][0].get("max_model_len"),
-                "windows": self.folder.meta()["variants"].get(name, {}).get("windows", []),
-            }
+            earlier = self.folder.meta().variants.get(name)
+            info = VariantRun(
+                url=launched.url,
+                command=launched.command,
+                env=launched.env,
+                reused_server=launched.reused,
+                engine_version=(await client.get_json("/version")).get("version"),
+                model=model,
+                max_model_len=models["data"][0].get("max_model_len"),
+                windows=earlier.windows if earlier else [],
+            )
             self.events.variant_started(name, len(todo), launched)
             await self.warm_up(client, name, model)
-            window = len(info["windows"])
+            window = len(info.windows)
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
             start_ns = time.perf_counter_ns()
             failure = await self.measure(client, name, model, todo)
@@ -206,18 +209,18 @@ class _Run:
             with contextlib.suppress(ServerUnreachable):
                 self.folder.write_metrics(f"{name}-{window}-after", await client.metrics_text())
                 after = f"metrics/{name}-{window}-after.prom"
-        info["windows"].append(
-            {
-                "index": window,
-                "start_ns": start_ns,
-                "end_ns": end_ns,
-                "attempt": self.attempt,
-                "before": f"metrics/{name}-{window}-before.prom",
-                "after": after,
-            }
+        info.windows.append(
+            Window(
+                index=window,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                attempt=self.attempt,
+                before=f"metrics/{name}-{window}-before.prom",
+                after=after,
+            )
         )
         meta = self.folder.meta()
-        meta["variants"][name] = info
+        meta.variants[name] = info
         self.folder.write_meta(meta)
         if failure:
             kept = len([s for s in self.folder.samples() if s.ok])
@@ -290,40 +293,38 @@ class _Run:
         return failure[0] if failure else None
 
 
-def summarize(spec: ExperimentSpec, folder: RunFolder) -> dict[str, Any]:
+def totals(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
     """Per-variant totals, server counter deltas and the client/server token cross-check."""
     meta = folder.meta()
     samples = folder.samples()
-    out: dict[str, Any] = {"spec_id": spec.id, "variants": {}}
-    for name, info in meta["variants"].items():
+    out = RunTotals(spec_id=spec.id, variants={})
+    for name, info in meta.variants.items():
         mine = [s for s in samples if s.variant == name]
         ok = [s for s in mine if s.ok]
         windows = []
-        for w in info["windows"]:
-            if not w.get("after"):
+        for w in info.windows:
+            if not w.after:
                 continue
-            before = metrics.parse((folder.path / w["before"]).read_text())
-            after = metrics.parse((folder.path / w["after"]).read_text())
-            counted = metrics.window(before, after, info["model"])
+            before = metrics.parse((folder.path / w.before).read_text())
+            after = metrics.parse((folder.path / w.after).read_text())
+            counted = metrics.window(before, after, info.model)
             in_window = [
-                s
-                for s in mine
-                if s.attempt == w["attempt"] and w["start_ns"] <= s.sent_ns <= w["end_ns"]
+                s for s in mine if s.attempt == w.attempt and w.start_ns <= s.sent_ns <= w.end_ns
             ]
             client_tokens = sum(s.output_tokens or 0 for s in in_window)
-            counted["client_output_tokens"] = client_tokens
-            counted["tokens_match"] = counted["generation_tokens"] == client_tokens
+            counted.client_output_tokens = client_tokens
+            counted.tokens_match = counted.generation_tokens == client_tokens
             windows.append(counted)
-        duration = sum((w["end_ns"] - w["start_ns"]) for w in info["windows"]) / 1e9
-        out["variants"][name] = {
-            "engine_version": info["engine_version"],
-            "model": info["model"],
-            "requests_ok": len({_key(s) for s in ok}),
-            "requests_failed": len({_key(s) for s in mine if not s.ok} - {_key(s) for s in ok}),
-            "output_tokens": sum(s.output_tokens or 0 for s in ok),
-            "window_s": duration,
-            "output_tok_s": sum(s.output_tokens or 0 for s in ok) / duration if duration else None,
-            "windows": windows,
-            "tokens_match": all(w["tokens_match"] for w in windows) if windows else None,
-        }
+        duration = sum((w.end_ns - w.start_ns) for w in info.windows) / 1e9
+        out.variants[name] = VariantTotals(
+            engine_version=info.engine_version,
+            model=info.model,
+            requests_ok=len({_key(s) for s in ok}),
+            requests_failed=len({_key(s) for s in mine if not s.ok} - {_key(s) for s in ok}),
+            output_tokens=sum(s.output_tokens or 0 for s in ok),
+            window_s=duration,
+            output_tok_s=sum(s.output_tokens or 0 for s in ok) / duration if duration else None,
+            windows=windows,
+            tokens_match=all(w.tokens_match for w in windows) if windows else None,
+        )
     return out

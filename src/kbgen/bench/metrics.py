@@ -4,17 +4,19 @@ Parsed with prometheus_client's text parser, never by hand. Counters are summed 
 (vLLM labels each engine) after filtering on `model_name`; the window's delta is after − before.
 From the deltas come the speculative-decoding figures vLLM itself logs: acceptance rate
 (accepted / drafted), mean acceptance length (1 + accepted / drafts, bonus token included) and
-the acceptance rate at each draft position (accepted at position i / drafts).
+the acceptance rate at each draft position (accepted at position i / drafts). A window's
+figures are a `Counters`, as summary.json and a record's samples file keep them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import Field
 
 from kbgen.errors import MetricsError
+from kbgen.kb.models import Model
 
 # sample name -> frozenset of (label, value) -> value
 Snapshot = dict[str, dict[frozenset[tuple[str, str]], float]]
@@ -66,12 +68,80 @@ def _label_values(snapshot: Snapshot, name: str, label: str) -> list[str]:
     )
 
 
-def window(before: Snapshot, after: Snapshot, model: str | None = None) -> dict[str, Any]:
-    """Counter deltas between two scrapes, and the speculative-decoding figures they give.
+# A counter's delta: a float from the scrapes, an int where an importer read one. Kept as it
+# came, so a samples file is written back byte for byte.
+Count = int | float
 
-    Speculative-decoding keys are present only when the server exports those counters (vLLM
-    does only when speculation is on).
+
+class SpecDecodeCounters(Model):
+    """Speculative-decoding counter deltas of a window, and the figures vLLM logs from them.
+
+    The figures are None where their divisor is zero; an import that has only the counters
+    leaves them out.
     """
+
+    drafts: Count = Field(description="Draft steps (`vllm:spec_decode_num_drafts`).")
+    draft_tokens: Count = Field(description="Tokens proposed.")
+    accepted_tokens: Count = Field(description="Tokens accepted.")
+    accepted_per_position: list[Count] = Field(
+        description="Tokens accepted at each draft position, position 0 first."
+    )
+    acceptance_rate: float | None = Field(
+        default=None, description="accepted_tokens / draft_tokens."
+    )
+    mean_acceptance_length: float | None = Field(
+        default=None, description="1 + accepted_tokens / drafts, the bonus token included."
+    )
+    per_position_acceptance: list[float] | None = Field(
+        default=None, description="accepted_per_position / drafts, position by position."
+    )
+
+    @classmethod
+    def of(
+        cls, drafts: Count, draft_tokens: Count, accepted: Count, per_position: list[Count]
+    ) -> SpecDecodeCounters:
+        """The counters with their figures."""
+        return cls(
+            drafts=drafts,
+            draft_tokens=draft_tokens,
+            accepted_tokens=accepted,
+            accepted_per_position=per_position,
+            acceptance_rate=accepted / draft_tokens if draft_tokens else None,
+            mean_acceptance_length=1 + accepted / drafts if drafts else None,
+            per_position_acceptance=[a / drafts for a in per_position] if drafts else None,
+        )
+
+
+class Counters(Model):
+    """The server's counter deltas over one measurement window, and the token cross-check.
+
+    Written as set: a field not given is not written (`model_dump(exclude_unset=True)`), so a
+    window read from a file is written back unchanged. `window` sets the deltas, and
+    `spec_decode` only when the server exports those counters (vLLM does only when speculation
+    is on); the run's totals add the cross-check; an import may have only `spec_decode`.
+    """
+
+    generation_tokens: Count | None = Field(
+        default=None, description="Tokens generated (None: the server does not export it)."
+    )
+    prompt_tokens: Count | None = Field(default=None, description="Prompt tokens processed.")
+    preemptions: Count | None = Field(default=None, description="Requests preempted.")
+    requests_finished: dict[str, Count | None] = Field(
+        default_factory=dict, description="Requests finished, by vLLM's finished_reason."
+    )
+    spec_decode: SpecDecodeCounters | None = Field(
+        default=None, description="Speculative-decoding counters, when the server has them."
+    )
+    client_output_tokens: int | None = Field(
+        default=None, description="Output tokens the client counted over the same window."
+    )
+    tokens_match: bool | None = Field(
+        default=None, description="Whether generation_tokens equals client_output_tokens."
+    )
+
+
+def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Counters:
+    """Counter deltas between two scrapes, and the speculative-decoding figures they give."""
 
     def delta(name: str, **labels: str) -> float | None:
         end = _total(after, name, model, **labels)
@@ -80,41 +150,25 @@ def window(before: Snapshot, after: Snapshot, model: str | None = None) -> dict[
             return None
         return end - (start or 0.0)
 
-    out: dict[str, Any] = {
-        "generation_tokens": delta(GENERATION),
-        "prompt_tokens": delta(PROMPT),
-        "preemptions": delta(PREEMPTIONS),
-        "requests_finished": {
+    counters = Counters(
+        generation_tokens=delta(GENERATION),
+        prompt_tokens=delta(PROMPT),
+        preemptions=delta(PREEMPTIONS),
+        requests_finished={
             reason: delta(SUCCESS, finished_reason=reason)
             for reason in _label_values(after, SUCCESS, "finished_reason")
         },
-    }
+    )
     drafts = delta(DRAFTS)
     if drafts is None:
-        return out
-    draft_tokens = delta(DRAFT_TOKENS) or 0.0
-    accepted = delta(ACCEPTED) or 0.0
-    per_position = [
-        delta(ACCEPTED_PER_POS, position=pos) or 0.0
-        for pos in _label_values(after, ACCEPTED_PER_POS, "position")
-    ]
-    out["spec_decode"] = {
-        "drafts": drafts,
-        "draft_tokens": draft_tokens,
-        "accepted_tokens": accepted,
-        "accepted_per_position": per_position,
-        **acceptance(drafts, draft_tokens, accepted, per_position),
-    }
-    return out
-
-
-def acceptance(
-    drafts: float, draft_tokens: float, accepted: float, per_position: list[float]
-) -> dict[str, Any]:
-    """The speculative-decoding figures of counter deltas, None where a divisor is zero:
-    acceptance rate, mean acceptance length and acceptance rate per draft position."""
-    return {
-        "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
-        "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
-        "per_position_acceptance": [a / drafts for a in per_position] if drafts else None,
-    }
+        return counters
+    counters.spec_decode = SpecDecodeCounters.of(
+        drafts,
+        delta(DRAFT_TOKENS) or 0.0,
+        delta(ACCEPTED) or 0.0,
+        [
+            delta(ACCEPTED_PER_POS, position=pos) or 0.0
+            for pos in _label_values(after, ACCEPTED_PER_POS, "position")
+        ],
+    )
+    return counters

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kbgen.bench.launch import Launched
+from kbgen.bench.run_models import RunTotals
 from kbgen.bench.samples import Sample
 
 
@@ -78,9 +79,9 @@ class RichEvents:
         self.progress.update(self._tasks[variant], advance=1, status=status)
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
-    """The run's summary: per variant requests, rate, token cross-check, acceptance."""
-    table = Table(title=f"run summary: {summary['spec_id']}")
+def totals_table(totals: RunTotals) -> Table:
+    """The run's totals: per variant requests, rate, token cross-check, acceptance."""
+    table = Table(title=f"run summary: {totals.spec_id}")
     for column in (
         "variant",
         "ok",
@@ -91,22 +92,20 @@ def summary_table(summary: dict[str, Any]) -> Table:
         "mean acc. length",
     ):
         table.add_column(column, justify="right" if column != "variant" else "left")
-    for name, v in summary["variants"].items():
-        spec = next((w["spec_decode"] for w in v["windows"] if "spec_decode" in w), None)
-        rate = f"{v['output_tok_s']:.1f}" if v["output_tok_s"] else "-"
-        match = {True: "yes", False: "[red]NO[/]", None: "-"}[v["tokens_match"]]
+    for name, v in totals.variants.items():
+        spec = next((w.spec_decode for w in v.windows if w.spec_decode is not None), None)
+        rate = f"{v.output_tok_s:.1f}" if v.output_tok_s else "-"
+        match = {True: "yes", False: "[red]NO[/]", None: "-"}[v.tokens_match]
         acceptance = (
-            f"{spec['acceptance_rate']:.2f}"
-            if spec and spec["acceptance_rate"] is not None
-            else "-"
+            f"{spec.acceptance_rate:.2f}" if spec and spec.acceptance_rate is not None else "-"
         )
         length = (
-            f"{spec['mean_acceptance_length']:.2f}"
-            if spec and spec["mean_acceptance_length"] is not None
+            f"{spec.mean_acceptance_length:.2f}"
+            if spec and spec.mean_acceptance_length is not None
             else "-"
         )
         table.add_row(
-            name, str(v["requests_ok"]), str(v["requests_failed"]), rate, match, acceptance, length
+            name, str(v.requests_ok), str(v.requests_failed), rate, match, acceptance, length
         )
     return table
 

@@ -7,8 +7,12 @@
     logs/<variant>.log    the server's output
     summary.json          per-variant totals and the client/server token cross-check
 
+The two JSON files are read and written as `bench.run_models`' models; a file that does not
+fit them is an InvalidInput located at its line and field.
+
 A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
-atomically. A line torn by a kill mid-write is ignored on reading and the request is redone.
+atomically. A line torn by a kill mid-write is ignored on reading and the request is redone;
+the next append starts a line of its own after it.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO, TypeVar
 
 from pydantic import ValidationError
 
+from kbgen.bench.run_models import RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
-from kbgen.errors import InvalidInput, Problem, UsageError
+from kbgen.errors import InvalidInput, KbgenError, UsageError
 from kbgen.kb import files
+from kbgen.kb.models import Model
 
 
 class RunFolder:
@@ -32,7 +38,7 @@ class RunFolder:
         self._samples: TextIO | None = None  # opened on first append
 
     @classmethod
-    def create(cls, root: Path, spec_id: str, spec_text: str, meta: dict[str, Any]) -> RunFolder:
+    def create(cls, root: Path, spec_id: str, spec_text: str, meta: RunMeta) -> RunFolder:
         stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
         path = files.free_path(root, f"{stamp}-{spec_id}")
         (path / "metrics").mkdir(parents=True)
@@ -57,20 +63,22 @@ class RunFolder:
 
     # --- run.json ------------------------------------------------------------------------
 
-    def meta(self) -> dict[str, Any]:
-        try:
-            data: dict[str, Any] = json.loads((self.path / "run.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise InvalidInput([Problem(self.path / "run.json", None, "", str(exc))]) from exc
-        return data
+    def meta(self) -> RunMeta:
+        return _read(self.path / "run.json", RunMeta)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        text = json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n"
-        files.write_atomic(self.path / "run.json", text.encode())
+    def write_meta(self, meta: RunMeta) -> None:
+        files.write_atomic(self.path / "run.json", _json(meta))
 
-    def update_meta(self, **changes: Any) -> dict[str, Any]:
+    def update_meta(
+        self, status: RunStatus, attempts: int | None = None, finished: str | None = None
+    ) -> RunMeta:
+        """run.json with a new status (and attempt count, finish time), written back."""
         meta = self.meta()
-        meta.update(changes)
+        meta.status = status
+        if attempts is not None:
+            meta.attempts = attempts
+        if finished is not None:
+            meta.finished = finished
         self.write_meta(meta)
         return meta
 
@@ -78,7 +86,10 @@ class RunFolder:
 
     def append(self, sample: Sample) -> None:
         if self._samples is None:
-            self._samples = (self.path / "samples.jsonl").open("a", encoding="utf-8")
+            path = self.path / "samples.jsonl"
+            self._samples = path.open("a", encoding="utf-8")
+            if not _ends_a_line(path):
+                self._samples.write("\n")  # a kill tore the last line: leave it on its own
         self._samples.write(sample.model_dump_json(exclude_none=True) + "\n")
         self._samples.flush()  # in the kernel's hands: a killed process loses nothing
 
@@ -109,6 +120,37 @@ class RunFolder:
         files.write_atomic(path, text.encode())
         return path
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        text = json.dumps(summary, indent=2) + "\n"
-        files.write_atomic(self.path / "summary.json", text.encode())
+    def write_totals(self, totals: RunTotals) -> None:
+        files.write_atomic(self.path / "summary.json", _json(totals))
+
+
+M = TypeVar("M", bound=Model)
+
+
+def _json(model: Model) -> bytes:
+    """The model as the run folder keeps it: what is set, in field order, indented."""
+    return (json.dumps(model.model_dump(exclude_unset=True), indent=2) + "\n").encode()
+
+
+def _read(path: Path, model: type[M]) -> M:
+    """A JSON file of the run folder as `model`; InvalidInput located at its line and field."""
+    data = files.read_json(path)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        from kbgen.kb import problems, store  # YAML positions, only when there is a fault
+
+        try:
+            tree = store.load_document(path).data  # JSON is YAML: its lines are found
+        except KbgenError:
+            tree = None
+        raise InvalidInput(problems.problems_of(path, exc, tree)) from exc
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file is empty or its last byte ends a line."""
+    with path.open("rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return True
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"

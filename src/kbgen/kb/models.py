@@ -306,7 +306,7 @@ class Workload(Model):
 # --- results --------------------------------------------------------------------------------
 
 
-class Summary(Model):
+class MetricStats(Model):
     """Summary statistics of one metric over the requests of one variant and class."""
 
     n: int | None = Field(default=None, ge=0, description="Number of samples (None: unknown).")
@@ -324,8 +324,8 @@ class Summary(Model):
         return self.mean - half, self.mean + half
 
 
-# variant -> prompt class -> metric -> summary
-Measurements = dict[Slug, dict[Slug, dict[MetricName, Summary]]]
+# variant -> prompt class -> metric -> its statistics
+Measurements = dict[Slug, dict[Slug, dict[MetricName, MetricStats]]]
 
 
 class SpecDecodeStats(Model):

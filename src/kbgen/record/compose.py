@@ -12,6 +12,8 @@ import datetime as dt
 from typing import Any
 
 from kbgen import __version__, redact
+from kbgen.bench.metrics import Counters, SpecDecodeCounters
+from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import Mismatch, UsageError
@@ -21,12 +23,12 @@ from kbgen.kb.models import (
     Hardware,
     Hypothesis,
     MetricName,
+    MetricStats,
     ModelInfo,
     Provenance,
     RawSamples,
     Record,
     Status,
-    Summary,
     Variant,
     Workload,
     baseline_first,
@@ -36,14 +38,13 @@ from kbgen.record import importers as imports
 from kbgen.record.evidence import Evidence, evidence_of_run
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
-HARDWARE = ("cpu", "cpu_count", "accelerator", "count", "host")  # what bench records of it
 
 
-def comparability(meta: dict[str, Any], order: list[str]) -> list[str]:
+def comparability(meta: RunMeta, order: list[str]) -> list[str]:
     """Differences between variants that make a comparison unfair."""
     problems = []
     for key, what in (("engine_version", "engine version"), ("model", "model")):
-        seen = {v: meta["variants"][v].get(key) for v in order if v in meta["variants"]}
+        seen = {v: getattr(meta.variants[v], key) for v in order if v in meta.variants}
         if len(set(seen.values())) > 1:
             problems.append(f"{what} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
     return problems
@@ -68,14 +69,14 @@ def from_run(
     """The record and its evidence for a complete run folder (the spec's hypothesis unless
     `hypothesis`, a planned record's own)."""
     meta = run.meta()
-    if meta.get("status") != "complete":
+    if meta.status != "complete":
         raise UsageError(
-            f"{run.path}: the run is {meta.get('status')!r}, not complete; finish it first with "
+            f"{run.path}: the run is {meta.status!r}, not complete; finish it first with "
             f"kbgen bench --resume {run.path}"
         )
     spec = load_spec(run.spec_path)
     order = baseline_first(spec.baseline, spec.variants)
-    missing = [v for v in order if v not in meta["variants"]]
+    missing = [v for v in order if v not in meta.variants]
     if missing:
         raise UsageError(f"{run.path}: no measurements for variant(s) {', '.join(missing)}")
     differences = comparability(meta, order)
@@ -89,8 +90,8 @@ def from_run(
     if hypothesis != spec.hypothesis:
         caveats.append("the record's hypothesis differs from the spec's; the record's was used")
     evidence = evidence_of_run(run, spec)
-    first = meta["variants"][spec.baseline]
-    hardware = {k: v for k, v in (meta.get("hardware") or {}).items() if k in HARDWARE}
+    first = meta.variants[spec.baseline]
+    hardware = meta.hardware or Hardware()
     workload = spec.workload
     record = Record(
         schema_version=1,
@@ -101,9 +102,9 @@ def from_run(
         concluded=dt.date.today(),
         hypothesis=hypothesis,
         config=Config(
-            engine=Engine(name="vllm", version=first.get("engine_version")),
-            model=ModelInfo(name=first.get("model")),
-            hardware=Hardware(**hardware),
+            engine=Engine(name="vllm", version=first.engine_version),
+            model=ModelInfo(name=first.model),
+            hardware=hardware,
             server_args=redact.args(list(getattr(spec.server, "args", []))),
             baseline=spec.baseline,
             variants={name: _recorded(v) for name, v in spec.variants.items()},
@@ -128,8 +129,8 @@ def from_run(
         provenance=Provenance(
             source="measured",
             tool=f"kbgen {__version__}",
-            git_sha=meta.get("git_sha"),
-            host=hardware.get("host"),
+            git_sha=meta.git_sha,
+            host=hardware.host,
             recorded_at=_now(),
             run=run.path.name,
         ),
@@ -174,15 +175,19 @@ def from_imports(
         order,
         [imports.ALL],
         [s for i in found for s in i.samples],
-        {i.variant: [{"spec_decode": i.spec_decode}] for i in found if i.spec_decode},
+        {
+            i.variant: [Counters(spec_decode=SpecDecodeCounters.model_validate(i.spec_decode))]
+            for i in found
+            if i.spec_decode
+        },
     )
     with_samples = all(any(s.ok for s in i.samples) for i in found)
     if with_samples:
         measurements = figures.measurements(evidence)
         decided = verdict.judge(evidence, hypothesis, caveats)
     else:
-        measurements = {i.variant: {imports.ALL: _summaries(i)} for i in found}
-        decided = verdict.judge_summaries(
+        measurements = {i.variant: {imports.ALL: _metric_stats(i)} for i in found}
+        decided = verdict.judge_means(
             evidence, measurements, hypothesis, caveats, allow_summary_only
         )
     tools = sorted({i.tool for i in found})
@@ -221,5 +226,5 @@ def from_imports(
     return record, evidence if with_samples else None
 
 
-def _summaries(imported: imports.Imported) -> dict[MetricName, Summary]:
-    return {metric: figures.summary(values) for metric, values in imported.summary.items()}
+def _metric_stats(imported: imports.Imported) -> dict[MetricName, MetricStats]:
+    return {metric: figures.metric_stats(values) for metric, values in imported.stats.items()}

@@ -13,9 +13,9 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kbgen.bench import driver
+from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec
@@ -31,7 +31,7 @@ class Evidence:
     variants: list[str]  # in order, baseline first
     classes: list[str]
     samples: list[Sample] = field(default_factory=list)
-    windows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # server counters
+    windows: dict[str, list[Counters]] = field(default_factory=dict)  # server counters
 
     @property
     def challenger(self) -> str:
@@ -57,15 +57,15 @@ class Evidence:
 
 
 def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
-    """The evidence of a run folder: its samples, and its counter windows from the summary."""
-    summary = driver.summarize(spec, run)
+    """The evidence of a run folder: its samples, and its counter windows from its totals."""
+    totals = driver.totals(spec, run).variants
     order = baseline_first(spec.baseline, spec.variants)
     return Evidence(
         baseline=spec.baseline,
         variants=order,
         classes=list(spec.workload.classes),
         samples=run.samples(),
-        windows={v: summary["variants"][v]["windows"] for v in order if v in summary["variants"]},
+        windows={v: totals[v].windows for v in order if v in totals},
     )
 
 
@@ -82,7 +82,10 @@ def samples_bytes(evidence: Evidence) -> bytes:
         )
     ]
     for variant, windows in evidence.windows.items():
-        lines += [json.dumps({"kind": "window", "variant": variant, **w}) for w in windows]
+        lines += [
+            json.dumps({"kind": "window", "variant": variant, **w.model_dump(exclude_unset=True)})
+            for w in windows
+        ]
     for s in evidence.samples:
         base = s.sent_ns
         compact = s.model_copy(
@@ -110,7 +113,8 @@ def read_samples(path: Path) -> Evidence:
             entry = json.loads(line)
             kind = entry.pop("kind")
             if kind == "window":
-                evidence.windows.setdefault(entry.pop("variant"), []).append(entry)
+                variant = entry.pop("variant")
+                evidence.windows.setdefault(variant, []).append(Counters.model_validate(entry))
             else:
                 evidence.samples.append(Sample.model_validate(entry))
     except (OSError, ValueError, KeyError, IndexError) as exc:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from kbgen.bench import metrics
-from kbgen.kb.models import Measurements, MetricName, SpecDecodeStats, Summary
+from kbgen.kb.models import Measurements, MetricName, MetricStats, SpecDecodeStats
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence
 
@@ -34,13 +34,13 @@ def known(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def summary(values: dict[str, Any]) -> Summary:
-    """A summary of stats.summary's (or an importer's) figures, rounded; `n` kept exact."""
-    return Summary(**known(**{k: v if k == "n" else rounded(v) for k, v in values.items()}))
+def metric_stats(values: dict[str, Any]) -> MetricStats:
+    """The statistics of stats.describe (or an importer's), rounded; `n` kept exact."""
+    return MetricStats(**known(**{k: v if k == "n" else rounded(v) for k, v in values.items()}))
 
 
 def measurements(evidence: Evidence) -> Measurements:
-    """variant → class → metric → summary, from the final successful samples."""
+    """variant → class → metric → statistics, from the final successful samples."""
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for sample in evidence.final()[0]:
         m = sample.metrics()
@@ -56,7 +56,7 @@ def measurements(evidence: Evidence) -> Measurements:
                 series = values.get((variant, cls, metric))
                 if series:
                     by_metric = out.setdefault(variant, {}).setdefault(cls, {})
-                    by_metric[metric] = summary(stats.summary(series))
+                    by_metric[metric] = metric_stats(stats.describe(series))
     return out
 
 
@@ -64,26 +64,27 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
     """Acceptance figures per variant, from the summed counter deltas of its windows."""
     out = {}
     for variant, windows in evidence.windows.items():
-        parts = [w["spec_decode"] for w in windows if "spec_decode" in w]
+        parts = [w.spec_decode for w in windows if w.spec_decode is not None]
         if not parts:
             continue
-        drafts = sum(p["drafts"] for p in parts)
-        draft_tokens = sum(p["draft_tokens"] for p in parts)
-        accepted = sum(p["accepted_tokens"] for p in parts)
-        positions = max(len(p["accepted_per_position"]) for p in parts)
-        per_pos = [
-            sum(p["accepted_per_position"][i] for p in parts if i < len(p["accepted_per_position"]))
-            for i in range(positions)
-        ]
-        ratios = metrics.acceptance(drafts, draft_tokens, accepted, per_pos)
-        per_position = ratios["per_position_acceptance"]
+        positions = max(len(p.accepted_per_position) for p in parts)
+        summed = metrics.SpecDecodeCounters.of(
+            sum(p.drafts for p in parts),
+            sum(p.draft_tokens for p in parts),
+            sum(p.accepted_tokens for p in parts),
+            [
+                sum(p.accepted_per_position[i] for p in parts if i < len(p.accepted_per_position))
+                for i in range(positions)
+            ],
+        )
+        per_position = summed.per_position_acceptance
         out[variant] = SpecDecodeStats(
-            drafts=int(drafts),
-            draft_tokens=int(draft_tokens),
-            accepted_tokens=int(accepted),
+            drafts=int(summed.drafts),
+            draft_tokens=int(summed.draft_tokens),
+            accepted_tokens=int(summed.accepted_tokens),
             **known(
-                acceptance_rate=rounded(ratios["acceptance_rate"]),
-                mean_acceptance_length=rounded(ratios["mean_acceptance_length"]),
+                acceptance_rate=rounded(summed.acceptance_rate),
+                mean_acceptance_length=rounded(summed.mean_acceptance_length),
                 per_position_acceptance=None
                 if per_position is None
                 else [rounded(a) for a in per_position],

@@ -1,7 +1,7 @@
 """Results of tools people already run, as evidence for a record: `vllm bench serve`, GuideLLM.
 
 Each importer reads one result file per variant and returns its samples (when the file has
-per-request detail) or its summary (when it has only aggregates), plus notes on what could not
+per-request detail) or its statistics (when it has only aggregates), plus notes on what could not
 be imported. What a file lacks stays missing — no per-class split becomes one class `all`, no
 per-request samples means no confidence interval, per-chunk gaps are never relabelled as
 per-token latencies — and the notes travel into the record's provenance.
@@ -38,7 +38,7 @@ class Imported:
     tool: str
     model: str | None
     samples: list[Sample] = field(default_factory=list)
-    summary: dict[MetricName, dict[str, float]] = field(default_factory=dict)  # metric -> stats
+    stats: dict[MetricName, dict[str, float]] = field(default_factory=dict)  # metric -> n, mean…
     # the tool's own speculative-decoding counters, as metrics.window() reports them
     spec_decode: dict[str, Any] | None = None
     workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
@@ -108,17 +108,17 @@ def vllm_bench(path: Path, variant: str) -> Imported:
             f"{variant}: no per-request samples (run with --save-detailed): no confidence interval"
         )
         for metric, key in VLLM_BENCH_SUMMARIES:
-            stats = {
+            reported = {
                 "n": data["completed"],
                 "mean": data.get(f"mean_{key}"),
                 "median": data.get(f"median_{key}"),
                 "p99": data.get(f"p99_{key}"),
                 "stdev": data.get(f"std_{key}"),
             }
-            if stats["mean"] is not None:
-                out.summary[metric] = {k: v for k, v in stats.items() if v is not None}
+            if reported["mean"] is not None:
+                out.stats[metric] = {k: v for k, v in reported.items() if v is not None}
         if data.get("mean_tpot_ms"):
-            out.summary["decode_tok_s"] = {
+            out.stats["decode_tok_s"] = {
                 "n": data["completed"],
                 "mean": 1000 / data["mean_tpot_ms"],
             }

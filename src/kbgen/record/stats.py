@@ -1,4 +1,4 @@
-"""Statistics behind a verdict: summaries of samples and the effect of a variant with its CI.
+"""Statistics behind a verdict: samples described (`describe`), and a variant's effect with its CI.
 
 Numbers in, numbers out; no files, no models. The effect of a variant on a metric is the relative
 change of its mean against the baseline's (`mean(variant) / mean(baseline) - 1`), with a BCa
@@ -28,7 +28,7 @@ class Effect:
     n_variant: int
 
 
-def summary(values: Sequence[float]) -> dict[str, Any]:
+def describe(values: Sequence[float]) -> dict[str, Any]:
     """n, mean, median, p90, p99 and sample standard deviation (None where undefined)."""
     import numpy as np
 

@@ -11,7 +11,7 @@ rule next to the outcome. In the hypothesised direction, with minimum effect m:
 
 The overall outcome is the classes' common outcome, inconclusive when they disagree. The
 effects come from bootstrap intervals over the final samples (`judge`) or, for imported
-summaries without samples, from their means alone (`judge_summaries`).
+summaries without samples, from their means alone (`judge_means`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def rule_text(hypothesis: Hypothesis, confidence: float, summary_only: bool = Fa
 def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> Verdict:
     """The verdict with bootstrap intervals over the final successful samples."""
     final, total, failed = evidence.final()
-    tokens_match = [w.get("tokens_match") for ws in evidence.windows.values() for w in ws]
+    tokens_match = [w.tokens_match for ws in evidence.windows.values() for w in ws]
     guards = Guards(
         failure_rate=failed / total if total else 0.0,
         tokens_match=None if not tokens_match else all(t is not False for t in tokens_match),
@@ -119,9 +119,9 @@ def judge(evidence: Evidence, hypothesis: Hypothesis, caveats: list[str]) -> Ver
     return _decide(evidence, hypothesis, effects, guards, caveats, summary_only=False)
 
 
-def judge_summaries(
+def judge_means(
     evidence: Evidence,
-    summaries: Measurements,
+    measurements: Measurements,
     hypothesis: Hypothesis,
     caveats: list[str],
     allow: bool,
@@ -130,8 +130,8 @@ def judge_summaries(
     metric = hypothesis.primary_metric
     effects: dict[str, Effect | None] = {}
     for cls in evidence.classes:
-        base = summaries.get(evidence.baseline, {}).get(cls, {}).get(metric)
-        other = summaries.get(evidence.challenger, {}).get(cls, {}).get(metric)
+        base = measurements.get(evidence.baseline, {}).get(cls, {}).get(metric)
+        other = measurements.get(evidence.challenger, {}).get(cls, {}).get(metric)
         effects[cls] = (
             Effect(other.mean / base.mean - 1, None, None, base.n or 0, other.n or 0)
             if base and other

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbgen.kb.loading import Card, KnowledgeBase, task_states
-from kbgen.kb.models import METRIC_UNITS, Plan, Record, Summary
+from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
 
 COMMENT_MARKER = "<!-- kbgen-diff -->"  # how a CI job finds its own comment to update
 
@@ -31,11 +31,11 @@ class Estimate:
     n: int | None
 
     @classmethod
-    def of(cls, summary: Summary | None) -> Estimate | None:
-        if summary is None:
+    def of(cls, stats: MetricStats | None) -> Estimate | None:
+        if stats is None:
             return None
-        low, high = summary.interval() or (None, None)
-        return cls(summary.mean, low, high, summary.n)
+        low, high = stats.interval() or (None, None)
+        return cls(stats.mean, low, high, stats.n)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def _metric_rows(old: Record | None, new: Record, all_rows: bool) -> list[Metric
     return rows
 
 
-def _change_ci(base: Summary | None, head: Summary | None) -> tuple[float, float] | None:
+def _change_ci(base: MetricStats | None, head: MetricStats | None) -> tuple[float, float] | None:
     """95% interval of `head.mean / base.mean - 1` by the delta method (independent samples)."""
     if base is None or head is None or not base.mean or not head.mean:
         return None

@@ -62,7 +62,7 @@ def difference(
     do not validate there on their own are left out, with a warning, so they do not pass for new
     records.
 
-    The head is read in full, each file summarized in the process that parses it (a card or a
+    The head is read in full, each file made `comparable` in the process that parses it (a card or a
     plan, and the file's git blob id). At the base only the files whose blob differs from the
     head's file at the same place are read; every other file is the head's, byte for byte. Full
     models are loaded only for the records that differ and those they supersede.
@@ -94,7 +94,7 @@ def difference(
         exported = gitrepo.export(
             root, revs.base, folder, Path(scratch) / "base", base_blobs.keys() - same
         )
-        old = kb.scan([exported], summary, references=False)
+        old = kb.scan([exported], comparable, references=False)
         skipped = sorted(
             {str(_named(p, Path(scratch) / "base", base_name).path) for p in old.problems}
         )
@@ -123,8 +123,9 @@ def _listed(name: str) -> bool:
     return name.endswith((".yaml", ".yml")) and not any(p.startswith(".") for p in parts)
 
 
-def summary(doc: Record | Plan, path: Path) -> dict[str, Any]:
-    """For `kb.scan`: a plan's data or a record's card, with the file's git blob id."""
+def comparable(doc: Record | Plan, path: Path) -> dict[str, Any]:
+    """For `kb.scan`: what a comparison needs of a file — a plan's data or a record's card, with
+    the file's git blob id."""
     blob = gitrepo.blob_id(path.read_bytes())
     if isinstance(doc, Plan):
         return {"plan": doc.model_dump(mode="json"), "blob": blob}
@@ -133,7 +134,7 @@ def summary(doc: Record | Plan, path: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Loaded:
-    """One side as `summary` read it: cards, blob ids and plans; record models on request."""
+    """One side as `comparable` read it: cards, blob ids and plans; record models on request."""
 
     name: str
     cards: dict[str, Card]
@@ -184,9 +185,9 @@ def _load_at(
 ) -> tuple[KnowledgeBase, Path | None]:
     """The knowledge base at `rev`, and the folder it was exported to (None: the files on disk)."""
     if rev is None:
-        return kb.scan([records], summary), None
+        return kb.scan([records], comparable), None
     folder = gitrepo.export(root, rev, _inside(root, records), scratch)
-    return kb.scan([folder], summary), scratch
+    return kb.scan([folder], comparable), scratch
 
 
 def _inside(root: Path, path: Path) -> str:

@@ -125,12 +125,12 @@ def metric(record: Record) -> str | None:
     for variant in variants:
         row: list[tuple[float, float, float] | None] = []
         for cls in classes:
-            summary = record.measurements.get(variant, {}).get(cls, {}).get(name)
-            if summary is None:
+            stats = record.measurements.get(variant, {}).get(cls, {}).get(name)
+            if stats is None:
                 row.append(None)
                 continue
-            low, high = summary.interval() or (summary.mean, summary.mean)
-            row.append((summary.mean, low, high))
+            low, high = stats.interval() or (stats.mean, stats.mean)
+            row.append((stats.mean, low, high))
         series.append((variant, row))
     if not any(v for _, row in series for v in row):
         return None

@@ -1,0 +1,89 @@
+"""The run folder's JSON files as models: `run.json` (`RunMeta`) and `summary.json` (`RunTotals`).
+
+They are written in field order and as set — a field not given is not written
+(`model_dump(exclude_unset=True)`) — so a file read and written back keeps its keys, their order
+and its bytes, and a folder written before these models existed still loads. The counter
+windows inside summary.json are bench.metrics' `Counters`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kbgen.bench.metrics import Counters
+from kbgen.kb.models import Hardware, Model
+
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+class Window(Model):
+    """One measurement window of a variant: when it ran and its two `/metrics` scrapes."""
+
+    index: int = Field(ge=0, description="Window number within the variant, from 0.")
+    start_ns: int = Field(description="perf_counter_ns just before its first request.")
+    end_ns: int = Field(description="perf_counter_ns once its last request had finished.")
+    attempt: int = Field(ge=0, description="Which run of the folder measured it: 0 first.")
+    before: str = Field(description="The scrape before, relative to the run folder.")
+    after: str | None = Field(
+        description="The scrape after; None when the server no longer answered."
+    )
+
+
+class VariantRun(Model):
+    """How one variant's server was reached and what it said it was."""
+
+    url: str = Field(description="Base URL of the server.")
+    command: list[str] = Field(description="The command that started it (secrets redacted).")
+    env: dict[str, str] = Field(description="Extra environment it was started with (redacted).")
+    reused_server: bool = Field(description="Whether the previous variant's server was reused.")
+    engine_version: str | None = Field(description="What `/version` answered.")
+    model: str = Field(description="The served model, as `/v1/models` names it.")
+    max_model_len: int | None = Field(description="The served context length.")
+    windows: list[Window] = Field(description="Its measurement windows, in order.")
+
+
+class RunMeta(Model):
+    """`run.json`: what ran where, and how far the run got."""
+
+    spec_id: str = Field(description="The experiment spec's id.")
+    status: RunStatus = Field(description="Where the run is; `kbgen record` needs `complete`.")
+    started: str = Field(description="When the run was created (UTC, ISO 8601, to the second).")
+    tool: str = Field(description="The kbgen that created it.", examples=["kbgen 0.1.0"])
+    git_sha: str | None = Field(description="HEAD of the repository it ran in, if any.")
+    hardware: Hardware | None = Field(
+        description="The machine kbgen ran on, when it started the server itself."
+    )
+    attempts: int = Field(ge=1, description="How many times it was run: 1, then 2 on a resume.")
+    variants: dict[str, VariantRun] = Field(description="Each variant measured so far.")
+    finished: str | None = Field(
+        default=None, description="When the run completed (UTC, ISO 8601); absent until then."
+    )
+
+
+class VariantTotals(Model):
+    """One variant's totals over the run, and its client/server token cross-check."""
+
+    engine_version: str | None = Field(description="What `/version` answered.")
+    model: str = Field(description="The served model.")
+    requests_ok: int = Field(ge=0, description="Requests with a successful sample.")
+    requests_failed: int = Field(ge=0, description="Requests that never succeeded.")
+    output_tokens: int = Field(ge=0, description="Output tokens of the successful samples.")
+    window_s: float = Field(ge=0, description="Seconds in its measurement windows.")
+    output_tok_s: float | None = Field(
+        description="output_tokens / window_s (None without a window)."
+    )
+    windows: list[Counters] = Field(
+        description="The counters of each window that has its closing scrape."
+    )
+    tokens_match: bool | None = Field(
+        description="Whether every window's counts agree (None without such a window)."
+    )
+
+
+class RunTotals(Model):
+    """`summary.json`: per-variant totals and the client/server token cross-check of a run."""
+
+    spec_id: str = Field(description="The experiment spec's id.")
+    variants: dict[str, VariantTotals] = Field(description="Each measured variant's totals.")
