@@ -336,11 +336,11 @@ def record(
       kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
-    from kbgen.record.check import check
     from kbgen.record.command import record_import, record_run
+    from kbgen.record.recompute import recompute
 
     if check_only:
-        problems = [p for target in targets for p in check(Path(target))]
+        problems = [p for target in targets for p in recompute(Path(target))]
         if problems:
             raise InvalidInput(problems)
         click.echo(f"ok: every number on {len(targets)} record(s) matches its samples")
@@ -485,9 +485,9 @@ def check_command(
     Example:
       kbgen check && kbgen diff > comment.md
     """
-    from kbgen.review import revisions as review
+    from kbgen.review import lint
 
-    report = review.check(records, docs, templates, main_branch, every_record)
+    report = lint.verify(records, docs, templates, main_branch, every_record)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     if report.problems:

@@ -1,4 +1,4 @@
-"""`kbgen diff` and `kbgen check` on a real git repository with a history of evidence."""
+"""`kbgen diff` on a real git repository with a history of evidence."""
 
 from __future__ import annotations
 
@@ -14,36 +14,10 @@ import yaml
 from click.testing import CliRunner
 
 from kbgen.cli import cli
-from kbgen.kb import store
-from kbgen.record.command import record_run
 from kbgen.review import revisions as review
 from tests.conftest import PLAN, RECORD, REPO
 from tests.support.committed import committed
-from tests.support.runs import make_run
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "kbgen test",
-    "GIT_AUTHOR_EMAIL": "test@example.org",
-    "GIT_COMMITTER_NAME": "kbgen test",
-    "GIT_COMMITTER_EMAIL": "test@example.org",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def commit(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "--short", "HEAD")
-
+from tests.support.git import commit, git
 
 DRAFT = (
     RECORD.replace("id: ngram-test", "id: draft-test")
@@ -55,6 +29,8 @@ DRAFT = (
         "      ttft_ms: {n: 10, mean: 80.0}",
     )
 )
+
+
 FLIPPED = (
     RECORD.replace("decode_tok_s: {n: 10, mean: 46.4}", "decode_tok_s: {n: 10, mean: 70.1}")
     .replace("outcome: refuted\n  variant", "outcome: supported\n  variant")
@@ -63,6 +39,8 @@ FLIPPED = (
         "coding: {outcome: supported, effect: 0.12, ci_low: 0.08, ci_high: 0.16}",
     )
 )
+
+
 RERUN = (
     RECORD.replace("id: ngram-test", "id: ngram-rerun")
     .replace("title: n-gram vs baseline", "title: n-gram re-run on vLLM 0.33")
@@ -225,126 +203,15 @@ def test_bad_revisions_and_folders_are_usage_errors(
     assert lost.exit_code == 2 and "not inside a git repository" in lost.stderr
 
 
-# --- kbgen check ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def clean(tmp_path: Path) -> Path:
-    """A repository whose knowledge base passes `kbgen check`: a measured record with samples."""
-    repo = tmp_path / "clean"
-    records = repo / "records"
-    (records / "plans").mkdir(parents=True)
-    (records / "plans" / "next-steps.yaml").write_text(PLAN)
-    git(repo, "init", "-q", "-b", "main")
-    record_run(make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records)
-    assert check(records).exit_code == 0, check(records).output
-    commit(repo, "a measured record")
-    return records
-
-
-def check(records: Path) -> object:
-    docs = records.parent / "docs"
-    if not docs.exists():
-        CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
-    return CliRunner().invoke(cli, ["check", "--records", str(records), "--docs", str(docs)])
-
-
-def _the_record(records: Path) -> Path:
-    return next(records.glob("*.yaml"))
-
-
-def _invalid(records: Path) -> str:
-    path = _the_record(records)
-    path.write_text(path.read_text().replace("status: concluded", "status: finished"))
-    return rf"{path.name}:\d+: status: "
-
-
-def _stale_docs(records: Path) -> str:
-    page = records.parent / "docs" / "records" / f"{_the_record(records).stem}.md"
-    page.write_text("hand edit\n")
-    return rf"{page.name}: stale: run `kbgen render`"
-
-
-def _id_collision(records: Path) -> str:
-    repo = records.parent
-    shared = RECORD.replace("id: ngram-test", "id: shared-id").replace(
-        "source: measured", "source: reported"
-    )
-    git(repo, "checkout", "-q", "-b", "feature")
-    git(repo, "checkout", "-q", "main")
-    (records / "shared-id.yaml").write_text(shared.replace("n-gram vs baseline", "main's"))
-    commit(repo, "main adds shared-id")
-    git(repo, "checkout", "-q", "feature")
-    (records / "shared-id.yaml").write_text(shared)  # this branch's, not yet committed
-    render_docs(records)
-    return r"shared-id\.yaml:\d+: id: main also added a record 'shared-id' since this branch forked"
-
-
-def _dangling_link(records: Path) -> str:
-    path = _the_record(records)
-    doc = store.load_document(path)
-    doc.data["context"] = (
-        "See [the old run](2026-01-01-no-such-record.md) for why, [the plan](../plans/"
-        "next-steps.md#tasks), [review](../review.md) and [a site](https://example.org/x.md)."
-    )
-    store.save(doc)
-    (records.parent / "docs" / "review.md").write_text("# a page of the site\n")
-    render_docs(records)
-    return rf"{path.name}:\d+: context: links to '2026-01-01-no-such-record.md', a page that"
-
-
-def _missing_samples(records: Path) -> str:
-    samples = next(records.glob("*.samples.jsonl.gz"))
-    samples.unlink()
-    return rf"{_the_record(records).name}:\d+: raw_samples\.path: {samples.name} is missing"
-
-
-def _hand_edited(records: Path) -> str:
-    path = _the_record(records)
-    doc = store.load_document(path)
-    doc.data["measurements"]["ngram"]["coding"]["decode_tok_s"]["mean"] = 99.0
-    store.save(doc)
-    render_docs(records)
-    field = r"measurements\.ngram\.coding\.decode_tok_s\.mean"
-    return rf"{path.name}:\d+: {field}: is 99\.0, but its samples give"
-
-
-def render_docs(records: Path) -> None:
-    docs = records.parent / "docs"
-    CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
-
-
-@pytest.mark.parametrize(
-    "mistake",
-    [_invalid, _stale_docs, _id_collision, _dangling_link, _missing_samples, _hand_edited],
-    ids=lambda f: f.__name__.strip("_"),
-)
-def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> None:
-    pattern = mistake(clean)  # type: ignore[operator]
-    result = check(clean)
-    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
-    lines = result.stderr.splitlines()  # type: ignore[attr-defined]
-    assert any(re.search(pattern, line) for line in lines), lines
-    assert lines[-1].startswith("1 problem in 1 file"), lines  # that one, and nothing else
-
-
-def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "copy"
-    shutil.copytree(clean.parent, copy, ignore=shutil.ignore_patterns(".git"))
-    result = check(copy / "records")
-    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    assert "note: not compared with a main branch" in result.stderr  # type: ignore[attr-defined]
-
-
 def test_review_difference_is_a_library_call(history: tuple[Path, dict[str, str]]) -> None:
     records, c = history
     result = review.difference(records, c["start"], c["added"])
     assert [r.id for r in result.records] == ["draft-test"]
 
 
-# --- the docs and the integration files -----------------------------------------------------
-
 REVIEW_PAGE = REPO / "docs" / "review.md"
+
+
 EXAMPLE = re.compile(
     r"(<!-- kbgen diff example: start -->\n)(.*?)(<!-- kbgen diff example: end -->)", re.S
 )
@@ -407,14 +274,6 @@ def test_pre_commit_hooks_name_real_commands() -> None:
         program, command = hook["entry"].split()
         assert program == "kbgen"
         assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0
-
-
-def test_check_refuses_a_main_branch_that_does_not_exist(clean: Path) -> None:
-    docs = clean.parent / "docs"
-    render_docs(clean)
-    args = ["check", "--records", str(clean), "--docs", str(docs), "--main", "mian"]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 2 and result.stderr == "error: unknown git revision 'mian'\n"
 
 
 def test_invalid_files_at_the_base_are_left_out_with_a_warning(
@@ -496,18 +355,6 @@ def test_a_new_record_shows_its_primary_metric_unless_all(
     )
 
 
-def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: Path) -> None:
-    _hand_edited(clean)
-    commit(clean.parent, "a hand edit that reached main")
-    docs = clean.parent / "docs"
-    args = ["check", "--records", str(clean), "--docs", str(docs)]
-    quick = CliRunner().invoke(cli, args)
-    assert quick.exit_code == 0, quick.output  # unchanged since the fork: not recomputed
-    assert "numbers recomputed from samples for the 0 record file(s) changed" in quick.stderr
-    full = CliRunner().invoke(cli, [*args, "--every-record"])
-    assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr
-
-
 def _full_side(repo: Path, rev: str | None, dest: Path) -> object:
     """The naive reading, independent of kbgen's git code: the whole folder, loaded in full."""
     from kbgen.kb import loading as kb
@@ -560,20 +407,3 @@ def test_the_working_tree_as_head_matches_the_full_comparison(
         assert review.difference(records, c[older]) == full, older
     out = review.output(records, c["deleted"], None, False, "markdown")
     assert "#### edited (`ngram-test`)" in out and "(`untracked`)" in out and "(`ignored`)" in out
-
-
-def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
-    path = next(clean.glob("*.yaml"))
-    samples = next(clean.glob("*.samples.jsonl.gz"))
-    (clean / "samples").mkdir()
-    moved = clean / "samples" / "run.jsonl.gz"
-    samples.rename(moved)
-    doc = store.load_document(path)
-    doc.data["raw_samples"]["path"] = "samples/run.jsonl.gz"
-    store.save(doc)
-    render_docs(clean)
-    commit(clean.parent, "samples in a folder of their own")
-    moved.write_bytes(b"not the samples")  # the branch replaces them: their record is changed
-    result = check(clean)
-    assert result.exit_code == 1  # type: ignore[attr-defined]
-    assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr  # type: ignore[attr-defined]

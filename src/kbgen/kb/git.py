@@ -48,6 +48,15 @@ def commit_of(root: Path, rev: str) -> str:
         raise UsageError(f"unknown git revision {rev!r}") from exc
 
 
+def relative(root: Path, path: Path) -> str:
+    """`path` relative to the repository root, as git names it (the folder's symbolic links
+    resolved first); UsageError for a path outside the repository."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError as exc:
+        raise UsageError(f"{path}: not inside the git repository {root}") from exc
+
+
 def head_sha(folder: Path) -> str | None:
     """The commit checked out where `folder` is, or None outside a repository (or without git)."""
     try:

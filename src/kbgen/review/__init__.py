@@ -1,6 +1,6 @@
-"""`kbgen diff` and `kbgen check`: the knowledge base compared across git revisions, for review.
+"""`kbgen diff` and `kbgen check`: the knowledge base reviewed in pull requests like code.
 
-`diff` compares two loaded knowledge bases (pure); `revisions` loads them at git revisions, formats
-the pull-request comment, and runs the checks a pull request must pass. The top stage: it uses
+`diff` compares two loaded knowledge bases (pure); `revisions` loads them at git revisions and
+formats the pull-request comment; `lint` is what `kbgen check` refuses. The top stage: it uses
 `record` (recomputing numbers) and `site` (rendering the comment, checking `docs/`).
 """

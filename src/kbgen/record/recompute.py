@@ -28,7 +28,7 @@ RECOMPUTED: dict[str, Any] = {
 }
 
 
-def check(path: Path) -> list[Problem]:
+def recompute(path: Path) -> list[Problem]:
     """Recompute a record's numbers from its samples file; one problem per number that differs."""
     record = loading.load_model(path, Record)
     tree = store.load_document(path).data

@@ -13,7 +13,7 @@ from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.kb import loading as kb
 from kbgen.kb import store
-from kbgen.record import check, command
+from kbgen.record import command, recompute
 from tests.support.runs import make_run
 
 
@@ -46,7 +46,7 @@ def test_check_refuses_a_tampered_samples_file(tmp_path: Path, records: Path) ->
     )
     samples = path.parent / f"{path.stem}.samples.jsonl.gz"
     samples.write_bytes(gzip.compress(b"{}\n"))
-    [problem] = check.check(path)
+    [problem] = recompute.recompute(path)
     assert problem.field == "raw_samples.sha256" and problem.line is not None
 
 
