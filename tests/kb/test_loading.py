@@ -182,7 +182,7 @@ CASES = [
         sub("outcome: refuted\n  variant", "outcome: refute\n  variant"),
         "outcome: refute\n",
         "verdict.outcome",
-        "'supported', 'refuted' or 'inconclusive'",
+        "'supported', 'refuted', 'inconclusive' or 'mixed'",
     ),
     (
         "task-ref-without-hash",

@@ -15,6 +15,7 @@ from collections import defaultdict
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
+from kbgen.bench.machine import MachineLoad
 from kbgen.errors import MetricsError
 from kbgen.kb.models import Model
 
@@ -137,6 +138,9 @@ class Counters(Model):
     )
     tokens_match: bool | None = Field(
         default=None, description="Whether generation_tokens equals client_output_tokens."
+    )
+    load: MachineLoad | None = Field(
+        default=None, description="How busy the machine was during the window (None: unknown)."
     )
 
 

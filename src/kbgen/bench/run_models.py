@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
 from kbgen.kb.models import Hardware, Model
 
@@ -28,6 +29,12 @@ class Window(Model):
     before: str = Field(description="The scrape before, relative to the run folder.")
     after: str | None = Field(
         description="The scrape after; None when the server no longer answered."
+    )
+    round: int | None = Field(
+        default=None, ge=0, description="Round of the interleaved design, from 0 (None: one round)."
+    )
+    load: MachineLoad | None = Field(
+        default=None, description="How busy the machine was meanwhile (None: not measured)."
     )
 
 

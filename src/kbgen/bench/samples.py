@@ -25,6 +25,12 @@ class Sample(BaseModel):
     prompt_class: str = Field(description="Class of its prompt.")
     prompt_index: int = Field(description="Index of the prompt within the suite's class.")
     repeat: int = Field(description="Repeat number, from 0; warm-up requests are not samples.")
+    round: int | None = Field(
+        default=None,
+        ge=0,
+        description="Round of the interleaved design it belongs to, from 0 (arms alternate round "
+        "by round); None in a run without rounds, which is one round (0).",
+    )
     attempt: int = Field(
         default=0, description="Which run of the folder sent it: 0 first, 1 the first resume."
     )
@@ -45,6 +51,11 @@ class Sample(BaseModel):
     done_ns: int | None = Field(default=None, description="When the stream ended.")
     prompt_tokens: int | None = Field(default=None, description="Prompt tokens (server usage).")
     output_tokens: int | None = Field(default=None, description="Generated tokens (usage).")
+    output_hash: str | None = Field(
+        default=None,
+        description="First 16 hex digits of the SHA-256 of the generated text: tells whether two "
+        "arms generated the same output for a prompt.",
+    )
     error: str | None = Field(default=None, description="Why the request failed; None if ok.")
 
     @property

@@ -108,7 +108,20 @@ class WorkloadSpec(Model):
         ge=0,
         description="Requests before the measurement window (at least concurrency).",
     )
-    repeats: int = Field(default=3, ge=1, description="Times each prompt is sent.")
+    repeats: int = Field(
+        default=3, ge=1, description="Times each prompt is sent to each arm within a round."
+    )
+    rounds: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="Rounds of the interleaved design: in each round every arm runs once, in a "
+        "seeded, balanced order (AB, BA, …), so the arms are not confounded with time. A round "
+        "restarts the server only when its arguments differ from the running one's.",
+    )
+    order_seed: int = Field(
+        default=0, description="Seed of the round order and of the prompt order within a round."
+    )
     concurrency: int = Field(default=1, ge=1, description="Requests in flight at once.")
     stall_timeout_s: float = Field(
         default=120, gt=0, description="A stream silent this long is recorded as failed."

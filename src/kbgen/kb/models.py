@@ -115,6 +115,7 @@ class Outcome(StrEnum):
     SUPPORTED = "supported"
     REFUTED = "refuted"
     INCONCLUSIVE = "inconclusive"
+    MIXED = "mixed"  # overall only: classes reached different decisive outcomes
 
 
 class Range(Model):
@@ -155,6 +156,13 @@ class Hypothesis(Model):
         le=10,
         description="Smallest relative change that matters, as a fraction (0.05 = 5%).",
         examples=[0.05],
+    )
+    min_prompts: int = Field(
+        default=8,
+        ge=2,
+        le=10_000,
+        description="Distinct prompts a class needs before it can be decided: the prompt is the "
+        "unit of analysis (repeats of a prompt measure timing noise, not content).",
     )
 
 
