@@ -34,7 +34,7 @@ browser:
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench/perf
+	$(BIN)/ruff check src tests bench/perf bench/replicate.py
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -24,10 +24,10 @@ def _seed_by_class() -> dict[str, list[str]]:
     return expected
 
 
-def test_seed_suite_has_8_prompts_per_class_in_file_order() -> None:
+def test_seed_suite_has_12_prompts_per_class_in_file_order() -> None:
     suite = prompts.load(SEED, CLASSES)
     assert list(suite) == CLASSES
-    assert {name: len(p) for name, p in suite.items()} == dict.fromkeys(CLASSES, 8)
+    assert {name: len(p) for name, p in suite.items()} == dict.fromkeys(CLASSES, 12)
     assert suite == _seed_by_class()
     assert all(isinstance(p, str) and p.strip() for ps in suite.values() for p in ps)
 
@@ -35,11 +35,11 @@ def test_seed_suite_has_8_prompts_per_class_in_file_order() -> None:
 @pytest.mark.parametrize(
     ("per_class", "expected_len"),
     [
-        pytest.param(None, 8, id="all"),
+        pytest.param(None, 12, id="all"),
         pytest.param(3, 3, id="first-3"),
         pytest.param(1, 1, id="first-1"),
-        pytest.param(8, 8, id="exactly-all"),
-        pytest.param(100, 8, id="more-than-there-are"),
+        pytest.param(12, 12, id="exactly-all"),
+        pytest.param(100, 12, id="more-than-there-are"),
     ],
 )
 def test_per_class_truncates_keeping_file_order(per_class: int | None, expected_len: int) -> None:
