@@ -150,3 +150,27 @@ def test_user_templates_override(kb_dir: Path, tmp_path: Path, site: Site) -> No
 )
 def test_table_cells(value: str, expected: str) -> None:
     assert render.cell(value) == expected
+
+
+def test_classes_that_disagree_stay_visible_on_every_page(kb_dir: Path, site: Site) -> None:
+    path = kb_dir / "ngram-test.yaml"
+    path.write_text(
+        path.read_text()
+        .replace("outcome: refuted\n  variant", "outcome: mixed\n  variant")
+        .replace(
+            "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n",
+            "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n"
+            "    math: {outcome: supported, effect: 0.3, ci_low: 0.15, ci_high: 0.43}\n",
+        )
+    )
+    pages = site(kb_dir)
+    both = "(coding: refuted, math: supported)"
+    assert f"| mixed {both} |" in pages["records/index.md"]
+    assert f"**mixed** {both}\n" in pages["plans/next-steps.md"]
+    assert '!!! question "Mixed: the classes disagree"' in pages["records/ngram-test.md"]
+
+
+def test_classes_that_agree_are_not_repeated(kb_dir: Path, site: Site) -> None:
+    pages = site(kb_dir)
+    assert "| refuted | ngram |" in pages["records/index.md"]
+    assert "**refuted**\n" in pages["plans/next-steps.md"]

@@ -282,6 +282,7 @@ class Card:
     outcome: str | None  # the verdict's, when there is one
     resolves: tuple[str, ...]
     supersedes: tuple[str, ...]
+    classes: tuple[tuple[str, str], ...] = ()  # (class, outcome): disagreement stays visible
 
     @classmethod
     def of(cls, record: Record) -> Card:
@@ -295,6 +296,9 @@ class Card:
             record.verdict.outcome if record.verdict else None,
             tuple(record.resolves),
             tuple(record.supersedes),
+            tuple((c, str(v.outcome)) for c, v in record.verdict.per_class.items())
+            if record.verdict
+            else (),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -315,6 +319,7 @@ class Card:
             data["outcome"],
             tuple(data["resolves"]),
             tuple(data["supersedes"]),
+            tuple((c, o) for c, o in data["classes"]),
         )
 
 
