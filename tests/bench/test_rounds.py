@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kbgen.bench import driver as bench
 from kbgen.bench.launch import Launched, ProcessLauncher
@@ -223,9 +224,8 @@ def _bench_fake(
             here = s.model_copy(
                 update={"server": s.server.model_copy(update={"url": str(server.make_url(""))})}
             )
-            run = folder or RunFolder.create(
-                tmp_path / "runs", s.id, "schema_version: 1\n", bench.new_meta(here)
-            )
+            text = yaml.safe_dump(here.model_dump(mode="json", exclude_unset=True))
+            run = folder or RunFolder.create(tmp_path / "runs", s.id, text, bench.new_meta(here))
             await bench.run(here, run)
             return run
         finally:
@@ -301,3 +301,29 @@ def test_a_resume_redoes_only_the_failures_round_by_round_in_the_recorded_order(
     totals = json.loads((folder.path / "summary.json").read_text())["variants"]
     assert totals["a"]["requests_ok"] == totals["b"]["requests_ok"] == 12
     assert totals["a"]["requests_failed"] == totals["b"]["requests_failed"] == 0
+
+
+def test_the_record_keeps_the_order_and_its_samples_file_the_machine_load(tmp_path: Path) -> None:
+    from kbgen.record import compose, evidence
+
+    s = spec(tmp_path, rounds=2, order_seed=6)
+    folder = _bench_fake(tmp_path, s, {})
+    record, found = compose.from_run(folder, "rounds")
+    assert record.workload is not None
+    assert (record.workload.rounds, record.workload.order_seed) == (2, 6)
+    assert record.workload.order == bench.order(s) == folder.meta().order
+    kept = tmp_path / "samples.jsonl.gz"
+    kept.write_bytes(evidence.samples_bytes(found))
+    again = evidence.read_samples(kept)
+    loads = [w.load for windows in again.windows.values() for w in windows]
+    assert len(loads) == 4 and all(load is not None for load in loads)
+    assert {x.round for x in again.samples} == {0, 1}
+
+
+def test_a_record_of_one_round_has_no_order(tmp_path: Path) -> None:
+    from kbgen.record import compose
+
+    record, _ = compose.from_run(_bench_fake(tmp_path, spec(tmp_path), {}), "one")
+    assert record.workload is not None
+    assert "rounds" not in record.workload.model_fields_set
+    assert record.workload.order is None
