@@ -2,15 +2,15 @@
 
 The arms run in `order`: with one round, baseline first; with `rounds` > 1, every round runs
 each arm once, round 0 in a seeded permutation and every next round in the reverse of the one
-before (AB BA AB …), so a linear drift cancels and the arm that ends a round starts the next on
-the same server. Each (round, arm) is one measurement window: bring the server up with the arm's
-arguments (or reuse it), record what it is (`/version`, `/v1/models`, the launch command), warm
-up, scrape `/metrics`, send every prompt of every class `repeats` times (in an order shuffled per
-round) at the spec's concurrency while appending each finished request to the run folder and
-sampling how busy the machine is, scrape `/metrics` again, and cross-check the client's token
-count against the server's counter. A server that dies ends the run with a clear error and keeps
-every finished sample; `--resume` redoes only what has no successful sample yet, in the order
-run.json recorded.
+before (AB BA AB …), so over an even number of rounds a linear drift cancels, and the arm that
+ends a round starts the next on the same server. Each (round, arm) is one measurement window:
+bring the server up with the arm's arguments (or reuse it), record what it is (`/version`,
+`/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt of every class
+`repeats` times (in an order shuffled per round) at the spec's concurrency while appending each
+finished request to the run folder and sampling how busy the machine is, scrape `/metrics`
+again, and cross-check the client's token count against the server's counter. A server that
+dies ends the run with a clear error and keeps every finished sample; `--resume` redoes only
+what has no successful sample yet, in the order run.json recorded.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def order(spec: ExperimentSpec) -> list[Step]:
 
     One round: baseline first (the order of runs before rounds existed). More: round 0 a
     permutation of the arms seeded by `order_seed`, each next round the reverse of the one
-    before, so every arm's mean position in time is the same (a linear drift cancels) and the
-    arm that ends a round starts the next on the server already running.
+    before: over an even number of rounds every arm's mean position in time is the same (a
+    linear drift cancels), and the arm that ends a round starts the next on the server already
+    running.
     """
     arms = baseline_first(spec.baseline, spec.variants)
     rounds = spec.workload.rounds
@@ -99,8 +100,8 @@ def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: i
     """A round's requests of one arm (its variant left empty), in the order they are sent.
 
     Repeat by repeat through the classes; with `rounds` > 1 shuffled, seeded by `order_seed`
-    and the round, so every arm of a round sends the same sequence and no prompt keeps its
-    position in time from round to round.
+    and the round, so every arm of a round sends the same sequence and a prompt's place in it
+    changes at random from round to round.
     """
     keys = [
         Key("", cls, index, repeat, round)
