@@ -352,3 +352,32 @@ def test_unreachable_server_raises_a_kbgen_error() -> None:
 
     with pytest.raises(ServerUnreachable, match=r"127\.0\.0\.1:9/version: ClientConnectorError"):
         asyncio.run(job())
+
+
+def text_of_capture(name: str) -> str:
+    """The generated text of a capture, read from its events here, apart from the client."""
+    text = ""
+    for line in (FIXTURES / name).read_text().splitlines():
+        if not line.startswith("data: {"):
+            continue
+        for choice in json.loads(line.removeprefix("data: "))["choices"]:
+            text += choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+    return text
+
+
+@pytest.mark.parametrize("how", ["whole", "bytes", "seed-3"])
+@pytest.mark.parametrize("name", CAPTURES)
+def test_the_output_hash_is_the_sha256_of_the_generated_text(name: str, how: str) -> None:
+    import hashlib
+
+    text = text_of_capture(name)
+    assert len(text) > 20  # the capture generated something worth hashing
+    api: Api = "chat" if "chat" in name else "completions"
+    result, _ = stream_replayed(cut((FIXTURES / name).read_bytes(), how), api)
+    assert result.ok, result.error
+    assert result.output_hash == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_a_cut_stream_has_no_output_hash() -> None:
+    result, _ = stream_replayed(events_of("baseline-completion.sse")[:-2])  # no [DONE]
+    assert not result.ok and result.output_hash is None

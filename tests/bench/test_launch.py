@@ -132,3 +132,45 @@ def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None
     )
     with pytest.raises(ServerFailed, match=r"exited with code 4(.|\n)*unit not found"):
         asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))
+
+
+def test_command_launcher_reuses_a_server_started_with_the_same_command(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestServer
+
+    from kbgen.bench.launch import CommandLauncher
+    from kbgen.bench.spec import CommandServer
+    from tests.support.fake_server import FakeVllm
+
+    log = tmp_path / "v.log"
+    ngram = Variant.model_validate({"args": ["--max-num-seqs", "4"]})
+
+    async def go() -> list[bool]:
+        server = TestServer(FakeVllm().app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            launcher = CommandLauncher(
+                CommandServer(
+                    launcher="command",
+                    url=str(server.make_url("")),
+                    start="echo starting {variant}",
+                    stop="echo stopping {variant}",
+                )
+            )
+            reused = []
+            for name, variant in [("a", Variant()), ("b", ngram), ("b", ngram), ("a", Variant())]:
+                reused.append((await launcher.start(name, variant, log, lambda s: None)).reused)
+            await launcher.stop()
+            return reused
+        finally:
+            await server.close()
+
+    assert asyncio.run(go()) == [False, False, True, False]
+    lines = [line for line in log.read_text().splitlines() if not line.startswith("$")]
+    assert lines == [
+        "starting a",
+        "stopping a",
+        "starting b",
+        "stopping b",
+        "starting a",
+        "stopping a",
+    ]

@@ -191,3 +191,18 @@ def test_show_prints_the_table_on_stderr(capsys: pytest.CaptureFixture[str]) -> 
     progress.show(totals_table(totals(baseline=variant())))
     captured = capsys.readouterr()
     assert captured.out == "" and "run summary: ngram-vs-baseline" in captured.err
+
+
+def test_an_interleaved_run_shows_the_round_of_each_bar(clock: type[Clock]) -> None:
+    with RichEvents(console()) as events:
+        events.variant_started("baseline", 2, Launched(url="http://x"))  # before any round
+        events.round_started(1, 4)
+        events.variant_started("ngram", 2, Launched(url="http://x"))
+        events.round_started(2, 4)
+        events.variant_started("ngram", 2, Launched(url="http://x", reused=True))
+        live = text_of(events.progress.get_renderable()).splitlines()
+    assert [line.split("  ")[0] for line in live] == [
+        "baseline",
+        "round 2/4 · ngram",
+        "round 3/4 · ngram",
+    ]

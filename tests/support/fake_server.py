@@ -75,3 +75,15 @@ class FakeVllm:
         self.generated += self.tokens
         await response.write_eof()
         return response
+
+
+if __name__ == "__main__":  # a server process for the `process` launcher: `… --host H --port P`
+    import sys
+
+    argv = sys.argv[1:]
+    web.run_app(
+        FakeVllm().app(),
+        host=argv[argv.index("--host") + 1],
+        port=int(argv[argv.index("--port") + 1]),
+        print=None,
+    )

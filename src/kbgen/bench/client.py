@@ -8,6 +8,9 @@ micro-benchmarks. aiohttp, because it is what `vllm bench serve` uses and ingest
 faster than httpx here (43k vs 27k chunks/s from a local source): the client must not become the
 bottleneck it is measuring.
 
+Every request's generated text is hashed as it streams (SHA-256, its first 16 hex digits kept as
+`Sample.output_hash`), so the analysis can tell whether two arms generated the same output.
+
 A failed request — an HTTP error, a dropped or stalled stream, a malformed event, an error event
 from the server — comes back as a Sample with `error` set, never as an exception and never as a
 silently shortened success.
@@ -15,6 +18,7 @@ silently shortened success.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -287,6 +291,7 @@ class Client:
 
 async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
     parser = SSEParser()
+    text = hashlib.sha256()  # of the generated text, fed as it streams: no copy of it is kept
     seen_tokens = 0
     done = False
     async for data in chunks:
@@ -308,13 +313,16 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                 return
             usage = event.get("usage") or {}
             choices = event.get("choices") or []
+            pieces = [_text_of(c) for c in choices]
+            for piece in pieces:
+                text.update(piece.encode())
             if usage.get("completion_tokens") is not None:
                 tokens = usage["completion_tokens"] - seen_tokens
                 seen_tokens = usage["completion_tokens"]
                 sample.output_tokens = seen_tokens
                 sample.prompt_tokens = usage.get("prompt_tokens")
             else:  # no continuous usage: a chunk with text counts, its size is unknown (0)
-                tokens = 1 if any(_text_of(c) for c in choices) else 0
+                tokens = 1 if any(pieces) else 0
             if tokens > 0 and choices:
                 sample.chunk_ns.append(now)
                 sample.chunk_tokens.append(tokens)
@@ -324,6 +332,8 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
         sample.error = f"stream ended without [DONE] after {len(sample.chunk_ns)} token chunks{cut}"
     elif not sample.chunk_ns:
         sample.error = "stream finished without generating a token"
+    else:  # only a finished stream's text is the output; a cut one's would match nothing
+        sample.output_hash = text.hexdigest()[:16]
 
 
 def _text_of(choice: dict[str, Any]) -> str:

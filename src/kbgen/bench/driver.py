@@ -1,20 +1,27 @@
-"""`kbgen bench`: run an experiment spec against a real server, variant by variant.
+"""`kbgen bench`: run an experiment spec against a real server, round by round, arm by arm.
 
-For each variant: bring the server up with the variant's arguments (or reuse it), record what it
-is (`/version`, `/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt
-of every class `repeats` times at the spec's concurrency while appending each finished request to
-the run folder, scrape `/metrics` again, and cross-check the client's token count against the
-server's counter. A server that dies ends the run with a clear error and keeps every finished
-sample; `--resume` redoes only what has no successful sample yet.
+The arms run in `order`: with one round, baseline first; with `rounds` > 1, every round runs
+each arm once, round 0 in a seeded permutation and every next round in the reverse of the one
+before (AB BA AB …), so over an even number of rounds a linear drift cancels, and the arm that
+ends a round starts the next on the same server. Each (round, arm) is one measurement window:
+bring the server up with the arm's arguments (or reuse it), record what it is (`/version`,
+`/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt of every class
+`repeats` times (in an order shuffled per round) at the spec's concurrency while appending each
+finished request to the run folder and sampling how busy the machine is, scrape `/metrics`
+again, and cross-check the client's token count against the server's counter. A server that
+dies ends the run with a clear error and keeps every finished sample; `--resume` redoes only
+what has no successful sample yet, in the order run.json recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import platform
+import random
 import shutil
 import subprocess
 import time
@@ -23,9 +30,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import metrics, prompts
+from kbgen.bench import machine, metrics, prompts
 from kbgen.bench.client import Client, Timeouts
-from kbgen.bench.launch import Launched, launcher_for
+from kbgen.bench.launch import Launched, Launcher, launcher_for
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
@@ -37,16 +44,20 @@ from kbgen.kb.models import Hardware, baseline_first
 
 @dataclass(frozen=True, order=True)
 class Key:
-    """One measured request of the plan: which variant, class, prompt and repeat."""
+    """One measured request of the plan: which variant, class, prompt, repeat and round."""
 
     variant: str
     prompt_class: str
     prompt_index: int
     repeat: int
+    round: int = 0
 
 
 class Events(Protocol):
     """What the bench reports as it goes (the CLI shows it; tests may record it)."""
+
+    def round_started(self, round: int, rounds: int) -> None:
+        """A round of an interleaved run (`rounds` > 1) begins; `round` counts from 0."""
 
     def waiting(self, variant: str, seconds: float) -> None: ...
 
@@ -56,6 +67,8 @@ class Events(Protocol):
 
 
 class NoEvents:
+    def round_started(self, round: int, rounds: int) -> None: ...
+
     def waiting(self, variant: str, seconds: float) -> None: ...
 
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
@@ -63,14 +76,53 @@ class NoEvents:
     def sample_done(self, sample: Sample) -> None: ...
 
 
-def plan(spec: ExperimentSpec, suite: dict[str, list[str]]) -> list[Key]:
-    """Every request to measure, baseline first, then repeat by repeat through the classes."""
-    return [
-        Key(variant, cls, index, repeat)
-        for variant in baseline_first(spec.baseline, spec.variants)
-        for repeat in range(spec.workload.repeats)
-        for cls in spec.workload.classes
+Step = tuple[int, str]  # (round, arm): one measurement window
+
+
+def order(spec: ExperimentSpec) -> list[Step]:
+    """The (round, arm) windows in the order they run.
+
+    One round: baseline first (the order of runs before rounds existed). More: round 0 a
+    permutation of the arms seeded by `order_seed`, each next round the reverse of the one
+    before: over an even number of rounds every arm's mean position in time is the same (a
+    linear drift cancels), and the arm that ends a round starts the next on the server already
+    running.
+    """
+    arms = baseline_first(spec.baseline, spec.variants)
+    rounds = spec.workload.rounds
+    if rounds == 1:
+        return [(0, arm) for arm in arms]
+    first = random.Random(f"kbgen-order:{spec.workload.order_seed}").sample(arms, len(arms))
+    return [(r, arm) for r in range(rounds) for arm in (first if r % 2 == 0 else first[::-1])]
+
+
+def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: int) -> list[Key]:
+    """A round's requests of one arm (its variant left empty), in the order they are sent.
+
+    Repeat by repeat through the classes; with `rounds` > 1 shuffled, seeded by `order_seed`
+    and the round, so every arm of a round sends the same sequence and a prompt's place in it
+    changes at random from round to round.
+    """
+    keys = [
+        Key("", cls, index, repeat, round)
+        for repeat in range(workload.repeats)
+        for cls in workload.classes
         for index in range(len(suite[cls]))
+    ]
+    if workload.rounds > 1:
+        random.Random(f"kbgen-prompts:{workload.order_seed}:{round}").shuffle(keys)
+    return keys
+
+
+def plan(
+    spec: ExperimentSpec, suite: dict[str, list[str]], steps: list[Step] | None = None
+) -> list[Key]:
+    """Every request to measure, in the order it is sent: window by window of `steps`
+    (default: `order(spec)`), each window's requests as `round_requests` gives them."""
+    return [
+        dataclasses.replace(key, variant=arm)
+        for round_, arm in (order(spec) if steps is None else steps)
+        for key in round_requests(spec.workload, suite, round_)
     ]
 
 
@@ -123,7 +175,7 @@ def _now() -> str:
 
 
 def new_meta(spec: ExperimentSpec) -> RunMeta:
-    """run.json of a new run: nothing measured yet."""
+    """run.json of a new run: nothing measured yet, the order it will run in."""
     return RunMeta(
         spec_id=spec.id,
         status="running",
@@ -133,12 +185,22 @@ def new_meta(spec: ExperimentSpec) -> RunMeta:
         hardware=local_hardware() if spec.server.launcher == "process" else None,
         attempts=1,
         variants={},
+        order=order(spec),
+        order_seed=spec.workload.order_seed,
     )
 
 
-async def run(spec: ExperimentSpec, folder: RunFolder, events: Events | None = None) -> RunTotals:
-    """Measure every request of the plan that has no successful sample yet; return the totals."""
-    await _Run(spec, folder, events or NoEvents()).all_variants()
+async def run(
+    spec: ExperimentSpec,
+    folder: RunFolder,
+    events: Events | None = None,
+    launcher: Launcher | None = None,
+) -> RunTotals:
+    """Measure every request of the plan that has no successful sample yet; return the totals.
+
+    `launcher` replaces the one the spec's server section asks for (tests count its starts).
+    """
+    await _Run(spec, folder, events or NoEvents(), launcher).all_windows()
     run_totals = totals(spec, folder)
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
@@ -146,38 +208,56 @@ async def run(spec: ExperimentSpec, folder: RunFolder, events: Events | None = N
 
 
 def _key(sample: Sample) -> Key:
-    return Key(sample.variant, sample.prompt_class, sample.prompt_index, sample.repeat)
+    return Key(
+        sample.variant, sample.prompt_class, sample.prompt_index, sample.repeat, sample.round or 0
+    )
+
+
+def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
+    """The order run.json recorded; a folder from before rounds existed: `order(spec)`."""
+    if meta.order is None:
+        return order(spec)
+    return list(meta.order)
 
 
 class _Run:
     """One `kbgen bench` invocation over a run folder (a first run or a resume)."""
 
-    def __init__(self, spec: ExperimentSpec, folder: RunFolder, events: Events) -> None:
+    def __init__(
+        self, spec: ExperimentSpec, folder: RunFolder, events: Events, launcher: Launcher | None
+    ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
         self.suite = prompts.load(
             Path(self.workload.prompts), self.workload.classes, self.workload.per_class
         )
         self.attempt = folder.meta().attempts - 1
-        self.launcher = launcher_for(spec.server)
+        self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
             stall_s=self.workload.stall_timeout_s, request_s=self.workload.request_timeout_s
         )
 
-    async def all_variants(self) -> None:
+    async def all_windows(self) -> None:
         done = {_key(s) for s in self.folder.samples() if s.ok}
+        steps = recorded_order(self.spec, self.folder.meta())
+        keys = plan(self.spec, self.suite, steps)
+        rounds = self.workload.rounds
+        announced = -1
         try:
-            for name in baseline_first(self.spec.baseline, self.spec.variants):
-                todo = [
-                    k for k in plan(self.spec, self.suite) if k.variant == name and k not in done
-                ]
-                if todo:
-                    await self.variant(name, todo)
+            for round_, name in steps:
+                todo = [k for k in keys if (k.round, k.variant) == (round_, name) and k not in done]
+                if not todo:
+                    continue
+                if rounds > 1 and round_ != announced:
+                    self.events.round_started(round_, rounds)
+                    announced = round_
+                await self.window(round_, name, todo)
         finally:
             await self.launcher.stop()
             self.folder.close()
 
-    async def variant(self, name: str, todo: list[Key]) -> None:
+    async def window(self, round_: int, name: str, todo: list[Key]) -> None:
+        """One measurement window: `todo`, the requests of arm `name` in round `round_`."""
         launched = await self.launcher.start(
             name,
             self.spec.variants[name],
@@ -202,23 +282,27 @@ class _Run:
             await self.warm_up(client, name, model)
             window = len(info.windows)
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
+            sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
             failure = await self.measure(client, name, model, todo)
             end_ns = time.perf_counter_ns()
+            load = sampler.stop()
             after = None
             with contextlib.suppress(ServerUnreachable):
                 self.folder.write_metrics(f"{name}-{window}-after", await client.metrics_text())
                 after = f"metrics/{name}-{window}-after.prom"
-        info.windows.append(
-            Window(
-                index=window,
-                start_ns=start_ns,
-                end_ns=end_ns,
-                attempt=self.attempt,
-                before=f"metrics/{name}-{window}-before.prom",
-                after=after,
-            )
+        measured = Window(
+            index=window,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            attempt=self.attempt,
+            before=f"metrics/{name}-{window}-before.prom",
+            after=after,
+            load=load,
         )
+        if self.workload.rounds > 1:  # left unset in a run of one round: run.json as before
+            measured.round = round_
+        info.windows.append(measured)
         meta = self.folder.meta()
         meta.variants[name] = info
         self.folder.write_meta(meta)
@@ -229,6 +313,10 @@ class _Run:
                 f"{kept} finished samples are kept in {self.folder.path}; server log: "
                 f"{self.folder.log(name)}. Continue with: kbgen bench --resume {self.folder.path}"
             )
+
+    def round_field(self, round_: int) -> int | None:
+        """What samples and windows record as their round: None in a run of one round."""
+        return round_ if self.workload.rounds > 1 else None
 
     async def warm_up(self, client: Client, name: str, model: str) -> None:
         """At least one unmeasured request per concurrent slot; all failing stops the run."""
@@ -278,6 +366,7 @@ class _Run:
                     prompt_class=key.prompt_class,
                     prompt_index=key.prompt_index,
                     repeat=key.repeat,
+                    round=self.round_field(key.round),
                     attempt=self.attempt,
                     scheduled_ns=scheduled,
                     sent_ns=scheduled,
@@ -314,6 +403,8 @@ def totals(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
             client_tokens = sum(s.output_tokens or 0 for s in in_window)
             counted.client_output_tokens = client_tokens
             counted.tokens_match = counted.generation_tokens == client_tokens
+            if w.load is not None:
+                counted.load = w.load
             windows.append(counted)
         duration = sum((w.end_ns - w.start_ns) for w in info.windows) / 1e9
         out.variants[name] = VariantTotals(

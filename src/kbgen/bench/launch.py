@@ -4,7 +4,8 @@
 variant's arguments appended, keeps its output in the run folder, waits for `/health` as long as
 the spec allows (a large model loads for an hour), fails fast with the log's tail when the process
 exits, and stops its whole process group — the engine's workers included — with SIGTERM, then
-SIGKILL. A variant whose arguments equal the running server's reuses it.
+SIGKILL. A variant whose arguments equal the running server's reuses it (`command`: one whose
+start command equals the one that ran).
 """
 
 from __future__ import annotations
@@ -203,6 +204,7 @@ class CommandLauncher:
     def __init__(self, server: CommandServer) -> None:
         self.server = server
         self.running: str | None = None
+        self.started = ""  # the start command that ran
         self.log: Path | None = None
 
     async def _shell(self, command: str, log: Path) -> None:
@@ -223,12 +225,16 @@ class CommandLauncher:
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
         command = self.server.start.format(variant=name, args=shlex.join(server_args(variant)))
+        launched = Launched(self.server.url, redact.args(shlex.split(command)))
+        if self.running is not None and command == self.started:
+            launched.reused = True  # the same start command: the server already runs it
+            return launched
         await self.stop()
         log.parent.mkdir(parents=True, exist_ok=True)
         await self._shell(command, log)
-        self.running, self.log = name, log
+        self.running, self.started, self.log = name, command, log
         await wait_healthy(self.server.url, self.server.startup_timeout_s, waiting)
-        return Launched(self.server.url, redact.args(shlex.split(command)))
+        return launched
 
     async def stop(self) -> None:
         if self.running is not None and self.server.stop and self.log is not None:

@@ -1,8 +1,9 @@
 """Live progress of `kbgen bench` on the terminal; the only module that imports rich.
 
-Shows the wait for a server to become healthy (it may take an hour), then one bar per variant
-with finished/failed requests and the live output rate (tokens of finished requests divided by
-the time since the variant's first request was sent).
+Shows the wait for a server to become healthy (it may take an hour), then one bar per measurement
+window — a variant, or in an interleaved run a round's variant ("round 2/4 · ngram") — with
+finished/failed requests and the live output rate (tokens of finished requests divided by the
+time since the window's first request was sent).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class RichEvents:
         self._tokens: dict[str, int] = {}
         self._failed: dict[str, int] = {}
         self._started: dict[str, float] = {}
+        self._round = ""  # "round 2/4 · " during an interleaved run
+
+    def round_started(self, round: int, rounds: int) -> None:
+        self._round = f"round {round + 1}/{rounds} · "
 
     def __enter__(self) -> RichEvents:
         self.progress.start()
@@ -62,7 +67,9 @@ class RichEvents:
             self._wait_task = None
         how = "reused" if launched.reused else "ready"
         self.console.print(f"server for [bold]{variant}[/] {how} at {launched.url}")
-        self._tasks[variant] = self.progress.add_task(f"[bold]{variant}[/]", total=todo, status="")
+        self._tasks[variant] = self.progress.add_task(
+            f"{self._round}[bold]{variant}[/]", total=todo, status=""
+        )
         self._tokens[variant] = self._failed[variant] = 0
         self._started[variant] = time.monotonic()
 

@@ -67,6 +67,16 @@ class RunMeta(Model):
     finished: str | None = Field(
         default=None, description="When the run completed (UTC, ISO 8601); absent until then."
     )
+    order: list[tuple[int, str]] | None = Field(
+        default=None,
+        description="The measurement windows as [round, variant], in the order they run (a "
+        "resume keeps it); absent in a folder written before rounds existed (baseline first).",
+        examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
+    )
+    order_seed: int | None = Field(
+        default=None,
+        description="The spec's order_seed: it seeded the order and each round's prompt order.",
+    )
 
 
 class VariantTotals(Model):

@@ -306,9 +306,25 @@ class Workload(Model):
     ignore_eos: bool | None = Field(default=None, description="Whether output length was forced.")
     seed: int | None = Field(default=None, description="Sampling seed.")
     warmup: int | None = Field(default=None, ge=0, description="Warm-up requests, not measured.")
-    repeats: int | None = Field(default=None, ge=1, description="Times each prompt was sent.")
+    repeats: int | None = Field(
+        default=None, ge=1, description="Times each prompt was sent to each arm within a round."
+    )
     concurrency: int | None = Field(default=None, ge=1, description="Requests in flight.")
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
+    rounds: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rounds of the interleaved design: each ran every arm once (None: one "
+        "round, the baseline first).",
+    )
+    order_seed: int | None = Field(
+        default=None, description="Seed of the round order and of each round's prompt order."
+    )
+    order: list[tuple[int, Slug]] | None = Field(
+        default=None,
+        description="The measurement windows as [round, variant], in the order they ran.",
+        examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
+    )
 
 
 # --- results --------------------------------------------------------------------------------

@@ -56,6 +56,13 @@ def _recorded(variant: Variant) -> Variant:
     return kept.model_copy(update={"args": redact.args(kept.args)}) if kept.args else kept
 
 
+def _rounds(rounds: int, seed: int, order: list[tuple[int, str]] | None) -> dict[str, Any]:
+    """The workload's interleaved design as the record keeps it: nothing for one round."""
+    if rounds == 1:
+        return {}
+    return {"rounds": rounds, "order_seed": seed, "order": order}
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
@@ -120,6 +127,7 @@ def from_run(
             repeats=workload.repeats,
             concurrency=workload.concurrency,
             api=workload.api,
+            **_rounds(workload.rounds, workload.order_seed, meta.order),
         ),
         measurements=figures.measurements(evidence),
         spec_decode=figures.spec_decode(evidence),

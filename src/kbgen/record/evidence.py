@@ -43,10 +43,10 @@ class Evidence:
 
         A request that failed and then succeeded on a resume counts once, as a success.
         """
-        best: dict[tuple[str, str, int, int], Sample] = {}
-        failed: set[tuple[str, str, int, int]] = set()
+        best: dict[tuple[str, str, int, int, int], Sample] = {}
+        failed: set[tuple[str, str, int, int, int]] = set()
         for s in self.samples:
-            key = (s.variant, s.prompt_class, s.prompt_index, s.repeat)
+            key = (s.variant, s.prompt_class, s.prompt_index, s.repeat, s.round or 0)
             if s.ok:
                 if key not in best or s.attempt >= best[key].attempt:
                     best[key] = s
