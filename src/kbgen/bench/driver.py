@@ -403,6 +403,9 @@ def totals(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
             client_tokens = sum(s.output_tokens or 0 for s in in_window)
             counted.client_output_tokens = client_tokens
             counted.tokens_match = counted.generation_tokens == client_tokens
+            counted.window_s = (w.end_ns - w.start_ns) / 1e9
+            if w.round is not None:
+                counted.round = w.round
             if w.load is not None:
                 counted.load = w.load
             windows.append(counted)

@@ -142,6 +142,15 @@ class Counters(Model):
     load: MachineLoad | None = Field(
         default=None, description="How busy the machine was during the window (None: unknown)."
     )
+    round: int | None = Field(
+        default=None, ge=0, description="Round of the interleaved design (None: one round)."
+    )
+    window_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="The window's length, first send to last completion, in seconds: the "
+        "denominator of its aggregate output throughput.",
+    )
 
 
 def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Counters:
