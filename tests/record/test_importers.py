@@ -6,7 +6,10 @@ How the fixtures were made: tests/fixtures/imports/README.md.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -199,3 +202,208 @@ def test_not_a_guidellm_report(tmp_path: Path) -> None:
     path.write_text('{"benchmarks": []}')
     with pytest.raises(InvalidInput, match="not a GuideLLM report"):
         imports.guidellm(path, "baseline")
+
+
+# --- honest imports: each case built from a real file, changed as the case needs -------------
+
+
+def _changed(source: Path, into: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    data = json.loads(source.read_text())
+    change(data)
+    into.write_text(json.dumps(data))
+    return into
+
+
+def _fail_request(index: int, error: str, recount: bool = True) -> Callable[[dict[str, Any]], None]:
+    """What vllm bench writes for a request that failed (endpoint_request_func.py: the HTTP
+    reason as the error, possibly empty; serve.py: output length 0; ttft, itl, latency unset)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["ttfts"][index], data["output_lens"][index], data["itls"][index] = 0.0, 0, []
+        data["latencies"][index], data["generated_texts"][index] = 0.0, ""
+        data["errors"][index] = error
+        if recount:
+            data["completed"], data["failed"] = data["completed"] - 1, data["failed"] + 1
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [("", "failed with an empty error text"), ("Bad Request", "Bad Request")],
+    ids=["empty-http-reason", "http-reason"],
+)
+def test_a_failed_vllm_bench_request_is_a_failure(tmp_path: Path, error: str, reason: str) -> None:
+    path = _changed(BASE, tmp_path / "b.json", _fail_request(3, error))
+    found = imports.vllm_bench(path, "baseline")
+    failed = [s for s in found.samples if not s.ok]
+    assert [s.prompt_index for s in failed] == [3] and reason in (failed[0].error or "")
+    assert failed[0].metrics() == {}  # never a 0 ms success
+    assert sum(s.ok for s in found.samples) == 11
+    assert any("1 of 12 requests failed" in n for n in found.notes)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            _fail_request(3, "", recount=False),
+            "completed: says 12, but its per-request lists hold 11",
+        ),
+        (lambda d: d.update(failed=2), "failed: says 2, but its per-request lists hold 0"),
+        (lambda d: d["errors"].pop(), "errors: holds 11 entries, ttfts 12"),
+    ],
+    ids=["failure-counted-as-completed", "failures-not-listed", "ragged-lists"],
+)
+def test_a_vllm_bench_file_that_disagrees_with_itself_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    path = _changed(BASE, tmp_path / "b.json", change)
+    with pytest.raises(InvalidInput, match=f"b.json: {re.escape(message)}"):
+        imports.vllm_bench(path, "baseline")
+
+
+def _two_tokens_in_one_chunk(data: dict[str, Any]) -> None:
+    """Request 5's first two gaps as one: a chunk carrying two tokens, the way vllm bench
+    records it under speculative decoding (one gap per chunk, the token count unsaid)."""
+    gaps = data["itls"][5]
+    data["itls"][5] = [gaps[0] + gaps[1], *gaps[2:]]
+
+
+def test_per_token_itl_only_when_every_request_qualifies(tmp_path: Path) -> None:
+    whole = imports.vllm_bench(BASE, "baseline")
+    assert all(s.chunk_tokens for s in whole.samples)  # every chunk one token: ITL known
+    path = _changed(BASE, tmp_path / "b.json", _two_tokens_in_one_chunk)
+    found = imports.vllm_bench(path, "baseline")
+    # the other 11 requests still qualify, but a per-token ITL of them alone would be biased
+    assert not any(s.chunk_tokens for s in found.samples)
+    assert any("in 1 of 12 requests chunks carried several tokens" in n for n in found.notes)
+    data, _ = compose.from_imports([found, imports.vllm_bench(NGRAM, "ngram")], "x", "X", FASTER)
+    assert "itl_ms" not in data.measurements["baseline"]["all"]
+    assert "chunk_gap_ms" in data.measurements["baseline"]["all"]
+
+
+def test_the_tools_own_figures_and_metric_mapping_are_on_the_record() -> None:
+    raw = {
+        name: json.loads(path.read_text()) for name, path in (("baseline", BASE), ("ngram", NGRAM))
+    }
+    data, _ = compose.from_imports(
+        [imports.vllm_bench(BASE, "baseline"), imports.vllm_bench(NGRAM, "ngram")], "x", "X", FASTER
+    )
+    assert data.provenance is not None
+    notes = data.provenance.notes
+    for name, file in raw.items():
+        expected = (
+            f"{name}: vllm bench serve's own figures: output throughput "
+            f"{file['output_throughput']:.6g} tok/s, request throughput "
+            f"{file['request_throughput']:.6g} req/s, duration {file['duration']:.6g} s "
+            f"({file['completed']} completed, {file['failed']} failed)"
+        )
+        assert expected in notes
+    assert sum("its ITL is the gap between stream chunks" in n for n in notes) == 1
+    gl, _ = compose.from_imports(
+        [imports.guidellm(GL_BASE, "baseline"), imports.guidellm(GL_NGRAM, "ngram")],
+        "x",
+        "X",
+        FASTER,
+    )
+    assert gl.provenance is not None
+    rps = json.loads(GL_BASE.read_text())["benchmarks"][0]["metrics"]["requests_per_second"]
+    assert any(
+        f"requests_per_second (successful, mean) {rps['successful']['mean']:.6g} req/s" in n
+        for n in gl.provenance.notes
+    )
+    assert any(
+        "time_per_output_token_ms" in n and "includes TTFT" in n for n in gl.provenance.notes
+    )
+
+
+def test_tokens_per_engine_step_of_an_import_from_the_tools_token_total() -> None:
+    raw = json.loads(NGRAM.read_text())
+    data, _ = compose.from_imports(
+        [imports.vllm_bench(BASE, "baseline"), imports.vllm_bench(NGRAM, "ngram")], "x", "X", FASTER
+    )
+    steps = raw["total_output_tokens"] - raw["spec_decode_accepted_tokens"]
+    stats = data.spec_decode["ngram"]
+    assert stats.tokens_per_engine_step == pytest.approx(raw["total_output_tokens"] / steps, 1e-5)
+    assert stats.drafted_step_share == pytest.approx(raw["spec_decode_num_drafts"] / steps, 1e-5)
+
+
+def _indices(found: imports.Imported) -> list[int]:
+    return [s.prompt_index for s in found.samples]
+
+
+def test_vllm_bench_requests_paired_by_position_only_when_input_lengths_agree(
+    tmp_path: Path,
+) -> None:
+    found = [imports.vllm_bench(BASE, "baseline"), imports.vllm_bench(NGRAM, "ngram")]
+    note = imports.pair_prompts(found)
+    assert _indices(found[0]) == _indices(found[1]) == list(range(12))
+    assert "paired by position" in note and "same input length" in note
+
+    def longer(data: dict[str, Any]) -> None:
+        data["input_lens"][4] += 1
+
+    other = imports.vllm_bench(_changed(NGRAM, tmp_path / "n.json", longer), "ngram")
+    found = [imports.vllm_bench(BASE, "baseline"), other]
+    note = imports.pair_prompts(found)
+    assert not set(_indices(found[0])) & set(_indices(found[1]))  # nothing paired
+    assert "not paired by prompt (the input length differs between the files)" in note
+    data, _ = compose.from_imports(found, "x", "X", FASTER, allow_mismatch=True)
+    assert data.provenance is not None and note in data.provenance.notes
+
+
+def test_guidellm_requests_paired_by_prompt_text(tmp_path: Path) -> None:
+    texts = {}
+
+    def reorder_and_change_one(data: dict[str, Any]) -> None:
+        requests = data["benchmarks"][0]["requests"]
+        requests["successful"].reverse()  # completion order need not be the prompts' order
+        args = json.loads(requests["successful"][0]["request_args"])
+        args["body"]["prompt"] += " and something else"
+        requests["successful"][0]["request_args"] = json.dumps(args)
+
+    def prompts(found: imports.Imported, path: Path) -> None:
+        for sample, req in zip(
+            found.samples,
+            json.loads(path.read_text())["benchmarks"][0]["requests"]["successful"],
+            strict=True,
+        ):
+            texts.setdefault(json.loads(req["request_args"])["body"]["prompt"], set()).add(
+                (found.variant, sample.prompt_index)
+            )
+
+    ngram_path = _changed(GL_NGRAM, tmp_path / "n.json", reorder_and_change_one)
+    found = [imports.guidellm(GL_BASE, "baseline"), imports.guidellm(ngram_path, "ngram")]
+    note = imports.pair_prompts(found)
+    prompts(found[0], GL_BASE)
+    prompts(found[1], ngram_path)
+    # one index per text, the same in both variants; the changed text has an index of its own
+    indices = {text: {i for _, i in seen} for text, seen in texts.items()}
+    assert all(len(i) == 1 for i in indices.values())
+    assert len(set().union(*indices.values())) == 13
+    assert sum(len(seen) == 2 for seen in texts.values()) == 11
+    assert note == "requests paired by prompt text: 11 prompt(s) sent to every variant, of 13"
+
+
+def test_guidellm_errored_requests_are_failures_and_counts_must_agree(tmp_path: Path) -> None:
+    def one_errored(data: dict[str, Any]) -> None:
+        bench = data["benchmarks"][0]
+        failed = bench["requests"]["successful"].pop(2)
+        failed["info"]["error"] = "HTTP 500"
+        bench["requests"]["errored"] = [failed]
+        totals = bench["metrics"]["request_totals"]
+        totals["successful"], totals["errored"] = 11, 1
+
+    found = imports.guidellm(_changed(GL_BASE, tmp_path / "g.json", one_errored), "baseline")
+    assert [s.error for s in found.samples if not s.ok] == ["HTTP 500"]
+    assert any("1 of 12 requests errored" in n for n in found.notes)
+
+    def miscounted(data: dict[str, Any]) -> None:
+        data["benchmarks"][0]["metrics"]["request_totals"]["successful"] = 13
+
+    with pytest.raises(
+        InvalidInput,
+        match=re.escape("request_totals.successful: says 13, but the report lists 12 successful"),
+    ):
+        imports.guidellm(_changed(GL_BASE, tmp_path / "m.json", miscounted), "baseline")

@@ -76,7 +76,7 @@ def test_acceptance_chart_has_a_bar_per_draft_position(tmp_path: Path) -> None:
     svg = charts.acceptance(record_of(tmp_path))
     assert svg is not None
     root = parsed(svg)
-    assert root.findtext(f"{SVG}title") == "acceptance rate by draft position"
+    assert root.findtext(f"{SVG}title") == "acceptance rate by draft position, per drafted step"
     assert bars(root) == {"ngram": "0.5,0.3,0.1,0.05,0.01"}
     assert whiskers(root) == 0  # exact rates: nothing to whisker
     assert groups(root) == ["1", "2", "3", "4", "5"]

@@ -363,8 +363,27 @@ class SpecDecodeStats(Model):
     )
     mean_acceptance_length: Figure | None = Field(
         default=None,
-        description="1 + accepted_tokens / drafts: tokens gained per verification step, "
-        "bonus token included.",
+        description="1 + accepted_tokens / drafts: tokens per drafted step, bonus token "
+        "included (vLLM's figure). Steps that drafted nothing are not counted, so it overstates "
+        "the speed-up where few steps draft: see tokens_per_engine_step.",
+    )
+    generation_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens generated over the same windows (`vllm:generation_tokens`; for an "
+        "import without it, the tool's own output token count).",
+    )
+    tokens_per_engine_step: Figure | None = Field(
+        default=None,
+        description="generation_tokens / (generation_tokens - accepted_tokens): output tokens per "
+        "engine step of a request, drafted or not — what decoding speed follows. A step of a "
+        "batch counts once per request in it. Slightly high where requests stop (max_tokens, "
+        "EOS) inside an accepted draft: vLLM counts the accepted tokens past the stop.",
+    )
+    drafted_step_share: Figure | None = Field(
+        default=None,
+        description="drafts / (generation_tokens - accepted_tokens): the share of engine steps "
+        "that drafted (0–1).",
     )
     per_position_acceptance: list[Figure | None] | None = Field(
         default=None,

@@ -178,18 +178,25 @@ def from_imports(
         )
     caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
     order = [i.variant for i in found]
+    with_samples = all(any(s.ok for s in i.samples) for i in found)
+    # before the evidence is built: it sets the prompt_index the verdict pairs arms by
+    pairing = [imports.pair_prompts(found)] if with_samples else []
     evidence = Evidence(
         order[0],
         order,
         [imports.ALL],
         [s for i in found for s in i.samples],
         {
-            i.variant: [Counters(spec_decode=SpecDecodeCounters.model_validate(i.spec_decode))]
+            i.variant: [
+                Counters(
+                    spec_decode=SpecDecodeCounters.model_validate(i.spec_decode),
+                    **figures.known(client_output_tokens=i.output_tokens),
+                )
+            ]
             for i in found
             if i.spec_decode
         },
     )
-    with_samples = all(any(s.ok for s in i.samples) for i in found)
     if with_samples:
         measurements = figures.measurements(evidence)
         decided = verdict.judge(evidence, hypothesis, caveats)
@@ -225,7 +232,7 @@ def from_imports(
             tool=f"kbgen {__version__}",
             reference=", ".join(tools),
             recorded_at=_now(),
-            notes=[n for i in found for n in i.notes],
+            notes=list(dict.fromkeys([n for i in found for n in i.notes] + pairing)),
         ),
         **figures.known(
             raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}") if with_samples else None

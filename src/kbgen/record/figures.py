@@ -3,13 +3,16 @@ speculative-decoding statistics per variant.
 
 Numbers are kept to `SIGNIFICANT` digits: enough to recompute, short enough to read. The
 speculative-decoding ratios are bench.metrics' own, applied to the counters summed over a
-variant's windows.
+variant's windows; next to them, from the same windows' generated tokens, the figures speed
+follows: tokens per engine step and the share of steps that drafted (vLLM's mean acceptance
+length counts only the steps that drafted).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from kbgen.bench import metrics
@@ -78,6 +81,9 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
             ],
         )
         per_position = summed.per_position_acceptance
+        generated = _generated(w for w in windows if w.spec_decode is not None)
+        # Every step of a request yields one token plus the drafted tokens it accepted.
+        steps = 0.0 if generated is None else generated - summed.accepted_tokens
         out[variant] = SpecDecodeStats(
             drafts=int(summed.drafts),
             draft_tokens=int(summed.draft_tokens),
@@ -85,9 +91,26 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
             **known(
                 acceptance_rate=rounded(summed.acceptance_rate),
                 mean_acceptance_length=rounded(summed.mean_acceptance_length),
+                generation_tokens=None if generated is None else int(generated),
+                tokens_per_engine_step=rounded(generated / steps)
+                if generated is not None and steps > 0
+                else None,
+                drafted_step_share=rounded(summed.drafts / steps) if steps > 0 else None,
                 per_position_acceptance=None
                 if per_position is None
                 else [rounded(a) for a in per_position],
             ),
         )
     return out
+
+
+def _generated(windows: Iterable[metrics.Counters]) -> float | None:
+    """Tokens generated over the windows: the server's count, else the client's (an import
+    has only the tool's own); None when a window has neither."""
+    total = 0.0
+    for w in windows:
+        tokens = w.generation_tokens if w.generation_tokens is not None else w.client_output_tokens
+        if tokens is None:
+            return None
+        total += tokens
+    return total

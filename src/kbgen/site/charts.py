@@ -5,8 +5,8 @@ are scoped to the `kbgen-chart` class.
 
 - `metric`: the primary metric per prompt class, one bar per variant, with whiskers of the 95%
   interval of the mean (normal approximation: mean ± 1.96·stdev/√n) where n and stdev are known.
-- `acceptance`: the acceptance rate at each draft position, per speculative variant; a figure
-  known only as a range is drawn as its midpoint with the range as whiskers.
+- `acceptance`: the acceptance rate at each draft position (per drafted step), per speculative
+  variant; a figure known only as a range is drawn as its midpoint with the range as whiskers.
 
 Hand-written SVG rather than a plotting library: a record's charts are two small bar charts, and
 rendering ten thousand records must take seconds, not minutes. Every label is escaped.
@@ -162,7 +162,7 @@ def acceptance(record: Record) -> str | None:
         return None
     series = [(name, row + [None] * (positions - len(row))) for name, row in series]
     return _bars(
-        "acceptance rate by draft position",
+        "acceptance rate by draft position, per drafted step",
         [str(i + 1) for i in range(positions)],
         series,
         "rate",
