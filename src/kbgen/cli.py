@@ -357,6 +357,14 @@ def record(
             raise UsageError(f"{run}: no such run folder")
         path = record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
+    from kbgen.kb.loading import load_model
+    from kbgen.kb.models import Record
+
+    decided = load_model(path, Record).verdict
+    for cls, c in (decided.per_class if decided else {}).items():
+        interval = "" if c.ci_low is None else f" [{c.ci_low:+.1%}, {c.ci_high:+.1%}]"
+        needs = f"; about {c.prompts_needed} {c.unit}s would decide it" if c.prompts_needed else ""
+        click.echo(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}")
 
 
 KB_OPTION = click.option(

@@ -32,7 +32,7 @@ def test_the_demo_spec_loads() -> None:
             "does not match any of the expected",
         ),
         ("baseline: baseline", "baseline: control", "baseline", "'control' is not a variant"),
-        ("  repeats: 2", "  repeets: 2", "workload.repeets", "unknown field"),
+        ("  repeats: 1", "  repeets: 1", "workload.repeets", "unknown field"),
         ("  concurrency: 1", "  concurrency: 0", "workload.concurrency", "greater than or equal"),
         ("  port: 8011", "  port: 99999", "server.port", "less than or equal to 65535"),
         (

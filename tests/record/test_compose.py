@@ -17,7 +17,7 @@ from tests.support.runs import SECRET, make_run
 
 
 def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Path) -> None:
-    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, prompts=8)
     path = command.record_run(run, records)
     assert kb.load([records]).problems == []  # cross-references resolve too
     saved = kb.load_file(path)
@@ -25,10 +25,11 @@ def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Pa
     coding = saved.verdict.per_class["coding"]
     assert coding.effect == pytest.approx(-0.25, abs=0.03)
     assert coding.ci_low is not None and coding.ci_high is not None
-    assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 9
-    assert "BCa bootstrap" in saved.verdict.rule
+    assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 24
+    assert coding.unit == "prompt" and coding.prompts == 8 and len(coding.per_unit) == 8
+    assert "expanded-percentile cluster bootstrap" in saved.verdict.rule
     decode = saved.measurements["ngram"]["math"]["decode_tok_s"]
-    assert decode.n == 9 and decode.mean == pytest.approx(
+    assert decode.n == 24 and decode.mean == pytest.approx(
         45 * 31 / 30, rel=0.03
     )  # 31 gaps of 30 tokens
     ngram = saved.spec_decode["ngram"]
@@ -69,11 +70,13 @@ def test_no_difference_is_not_supported(tmp_path: Path, records: Path) -> None:
 
 
 def test_failures_above_the_threshold_make_it_inconclusive(tmp_path: Path, records: Path) -> None:
-    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 30.0}, failures=3)
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 30.0}, failures=3, prompts=8)
     saved = kb.load_file(command.record_run(run, records))
     assert saved.verdict is not None and saved.verdict.outcome == "inconclusive"
-    assert any("of requests failed" in c for c in saved.verdict.caveats)
-    assert saved.measurements["baseline"]["coding"]["decode_tok_s"].n == 6  # failures excluded
+    coding = saved.verdict.per_class["coding"]  # 3 of its 24 attempts failed in each arm
+    assert coding.reason == "12.5% of baseline's attempts failed (limit 5%)"
+    assert saved.verdict.per_class["math"].outcome == "refuted"
+    assert saved.measurements["baseline"]["coding"]["decode_tok_s"].n == 21  # failures excluded
 
 
 def test_different_engine_versions_are_refused_unless_allowed(

@@ -57,3 +57,44 @@ def test_degenerate_inputs() -> None:
     assert flat.ci_low == flat.ci_high == pytest.approx(0.2)
     with pytest.raises(ValueError, match="non-zero baseline"):
         stats.relative_effect([0.0, 0.0], [1.0, 2.0])
+
+
+def test_paired_effect_is_the_geometric_mean_of_the_ratios() -> None:
+    got = stats.paired_effect([10.0, 20.0, 40.0], [12.5, 16.0, 40.0])  # +25%, -20%, 0%
+    assert got.effect == pytest.approx(0.0) and got.units == 3
+    assert got.per_unit == pytest.approx((0.25, -0.2, 0.0)) and got.interval == "student-t"
+
+
+@pytest.mark.parametrize(("units", "method"), [(5, "student-t"), (12, "expanded-percentile")])
+def test_paired_effect_covers_at_small_samples(units: int, method: str) -> None:
+    """Nominal 95% at 5 and 12 prompts: a plain bootstrap would cover about 88-92% here."""
+    rng = np.random.default_rng(8)
+    covered = 0
+    for _ in range(200):
+        base = rng.lognormal(2.6, 0.1, units)
+        variant = base * np.exp(np.log(1.1) + rng.normal(0, 0.15, units))
+        got = stats.paired_effect(list(base), list(variant), resamples=1999)
+        assert got.interval == method and got.ci_low is not None and got.ci_high is not None
+        covered += got.ci_low <= 0.1 <= got.ci_high
+    assert 182 <= covered <= 198
+
+
+def test_paired_effect_degenerate_inputs() -> None:
+    assert stats.paired_effect([10.0], [12.0]).ci_low is None
+    flat = stats.paired_effect([10.0, 20.0], [12.0, 24.0])
+    assert flat.ci_low == flat.ci_high == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="positive"):
+        stats.paired_effect([0.0, 1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("spread", "distance", "needed"),
+    [
+        (0.15, 0.05, 38),  # t(37) * 0.15 / sqrt(38) = 0.0493; at 37: 0.05001
+        (0.15, 0.0, None),
+        (None, 0.05, None),
+        (0.0, 0.05, 2),
+    ],
+)
+def test_units_needed(spread: float | None, distance: float, needed: int | None) -> None:
+    assert stats.units_needed(spread, distance) == needed

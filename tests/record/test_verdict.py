@@ -1,13 +1,21 @@
-"""The verdict rules, on constructed effects and on constructed samples."""
+"""The verdict rules: the interval rule, the overall outcome, and one test per guard, each
+building its case from samples and asserting the overall outcome and its reason."""
 
 from __future__ import annotations
 
-import numpy as np
+import random
+from typing import get_args
+
 import pytest
 
-from kbgen.kb.models import Hypothesis, Outcome
-from kbgen.record import stats, verdict
+from kbgen.bench.machine import MachineLoad
+from kbgen.bench.metrics import Counters
+from kbgen.bench.samples import Sample
+from kbgen.kb.models import Hypothesis, MetricName, Outcome
+from kbgen.record import verdict
+from kbgen.record.evidence import Evidence
 from kbgen.record.stats import Effect
+from tests.support.runs import make_sample
 
 FASTER = Hypothesis(
     statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
@@ -15,111 +23,274 @@ FASTER = Hypothesis(
 LOWER_TTFT = Hypothesis(
     statement="lower TTFT", primary_metric="ttft_ms", direction="decrease", minimum_effect=0.05
 )
+CLASSES = ["coding", "math"]
+CLEAN = Counters(generation_tokens=1.0, client_output_tokens=1, tokens_match=True)
 
 
-def effect(
-    low: float | None, high: float | None, n: int = 20, point: float | None = None
-) -> Effect:
-    mid = point if point is not None else ((low or 0) + (high or 0)) / 2
-    return Effect(mid, low, high, n, n)
+def effect(low: float | None, high: float | None) -> Effect:
+    return Effect(((low or 0) + (high or 0)) / 2, low, high, 20, 20)
 
 
 @pytest.mark.parametrize(
-    ("hypothesis", "eff", "guards", "outcome", "why"),
+    ("hypothesis", "eff", "outcome"),
     [
-        (FASTER, effect(0.15, 0.25), verdict.Guards(), Outcome.SUPPORTED, ""),
-        (FASTER, effect(0.051, 0.09), verdict.Guards(), Outcome.SUPPORTED, ""),
-        (FASTER, effect(-0.30, -0.20), verdict.Guards(), Outcome.REFUTED, ""),
-        (FASTER, effect(-0.01, 0.02), verdict.Guards(), Outcome.REFUTED, ""),  # gain ruled out
-        (FASTER, effect(-0.02, 0.12), verdict.Guards(), Outcome.INCONCLUSIVE, ""),
-        (FASTER, effect(0.03, 0.40), verdict.Guards(), Outcome.INCONCLUSIVE, ""),
-        (LOWER_TTFT, effect(-0.25, -0.15), verdict.Guards(), Outcome.SUPPORTED, ""),
-        (LOWER_TTFT, effect(0.10, 0.20), verdict.Guards(), Outcome.REFUTED, ""),
-        (FASTER, effect(0.15, 0.25, n=4), verdict.Guards(), Outcome.INCONCLUSIVE, "fewer than 5"),
-        (
-            FASTER,
-            effect(0.15, 0.25),
-            verdict.Guards(failure_rate=0.1),
-            Outcome.INCONCLUSIVE,
-            "10.0% of requests failed",
-        ),
-        (
-            FASTER,
-            effect(0.15, 0.25),
-            verdict.Guards(tokens_match=False),
-            Outcome.INCONCLUSIVE,
-            "token counts disagree",
-        ),
-        (
-            FASTER,
-            effect(None, None, point=0.2),
-            verdict.Guards(),
-            Outcome.INCONCLUSIVE,
-            "no confidence interval",
-        ),
-        (
-            FASTER,
-            effect(None, None, n=1, point=0.2),
-            verdict.Guards(allow_summary_only=True),
-            Outcome.SUPPORTED,
-            "",
-        ),
+        (FASTER, effect(0.15, 0.25), Outcome.SUPPORTED),
+        (FASTER, effect(0.051, 0.09), Outcome.SUPPORTED),
+        (FASTER, effect(-0.30, -0.20), Outcome.REFUTED),
+        (FASTER, effect(-0.01, 0.02), Outcome.REFUTED),  # the claimed gain is ruled out
+        (FASTER, effect(-0.02, 0.12), Outcome.INCONCLUSIVE),
+        (FASTER, effect(None, None), Outcome.INCONCLUSIVE),
+        (LOWER_TTFT, effect(-0.25, -0.15), Outcome.SUPPORTED),
+        (LOWER_TTFT, effect(0.10, 0.20), Outcome.REFUTED),
     ],
     ids=[
         "supported",
-        "supported-just",
-        "refuted-slower",
-        "refuted-no-gain",
+        "just",
+        "slower",
+        "no-gain",
         "straddles",
-        "straddles-wide",
+        "no-ci",
         "decrease-supported",
         "decrease-refuted",
-        "too-few",
-        "failures",
-        "token-mismatch",
-        "no-ci",
-        "summary-only-allowed",
     ],
 )
-def test_class_outcome(
-    hypothesis: Hypothesis, eff: Effect, guards: verdict.Guards, outcome: Outcome, why: str
-) -> None:
-    got, reason = verdict.class_outcome(eff, hypothesis, guards)
-    assert got == outcome
-    assert why in reason if why else reason == ""
-
-
-def test_no_difference_is_inconclusive_not_supported() -> None:
-    rng = np.random.default_rng(11)
-    base, same = rng.normal(60, 6, 8), rng.normal(60, 6, 8)  # one population, realistic noise
-    eff = stats.relative_effect(list(base), list(same))
-    outcome, _ = verdict.class_outcome(eff, FASTER, verdict.Guards())
-    assert outcome == Outcome.INCONCLUSIVE
-
-
-def test_a_known_slowdown_is_refuted_and_a_known_gain_supported() -> None:
-    rng = np.random.default_rng(12)
-    base = rng.normal(60, 3, 20)
-    slower = stats.relative_effect(list(base), list(rng.normal(45, 3, 20)))  # -25%
-    faster = stats.relative_effect(list(base), list(rng.normal(75, 3, 20)))  # +25%
-    assert verdict.class_outcome(slower, FASTER, verdict.Guards())[0] == Outcome.REFUTED
-    assert verdict.class_outcome(faster, FASTER, verdict.Guards())[0] == Outcome.SUPPORTED
+def test_interval_outcome(hypothesis: Hypothesis, eff: Effect, outcome: Outcome) -> None:
+    assert verdict.interval_outcome(eff, hypothesis)[0] == outcome
 
 
 @pytest.mark.parametrize(
-    ("outcomes", "overall"),
+    ("outcomes", "reasons", "overall"),
     [
-        ([Outcome.REFUTED] * 3, Outcome.REFUTED),
-        ([Outcome.SUPPORTED, Outcome.SUPPORTED], Outcome.SUPPORTED),
-        ([Outcome.SUPPORTED, Outcome.REFUTED], Outcome.INCONCLUSIVE),
-        ([], Outcome.INCONCLUSIVE),
+        ([Outcome.REFUTED] * 3, [], Outcome.REFUTED),
+        ([Outcome.SUPPORTED, Outcome.SUPPORTED], [], Outcome.SUPPORTED),
+        ([Outcome.SUPPORTED, Outcome.REFUTED], [], Outcome.MIXED),
+        ([Outcome.SUPPORTED, Outcome.REFUTED, Outcome.INCONCLUSIVE], [], Outcome.MIXED),
+        ([Outcome.SUPPORTED, Outcome.INCONCLUSIVE], [], Outcome.INCONCLUSIVE),
+        ([Outcome.SUPPORTED], ["math: no usable data"], Outcome.INCONCLUSIVE),
+        ([], [], Outcome.INCONCLUSIVE),
     ],
 )
-def test_overall(outcomes: list[Outcome], overall: Outcome) -> None:
-    assert verdict.overall(outcomes) == overall
+def test_overall(outcomes: list[Outcome], reasons: list[str], overall: Outcome) -> None:
+    assert verdict.overall(outcomes, reasons) == overall
 
 
-def test_rule_text_states_the_thresholds() -> None:
-    text = verdict.rule_text(FASTER, 0.95)
-    assert "+5%" in text and "95% BCa bootstrap" in text and "fewer than 5 samples" in text
-    assert "lies below -5%" in verdict.rule_text(LOWER_TTFT, 0.95)
+def experiment(
+    gain: dict[str, float],
+    prompts: int = 10,
+    rounds: int = 1,
+    drift: float = 0.0,
+    tokens: int = 32,
+    hashes: bool = True,
+) -> Evidence:
+    """Both arms, every class, `prompts` prompts with their own speed, 2 repeats per round; the
+    variant `gain[cls]` faster; the machine `drift` faster per window (arms in ABBA order)."""
+    rng = random.Random(7)
+    samples = []
+    speeds = {(c, p): rng.uniform(10, 16) for c in CLASSES for p in range(prompts)}
+    for r in range(rounds):
+        for slot, arm in enumerate(("baseline", "ngram") if r % 2 == 0 else ("ngram", "baseline")):
+            machine = (1 + drift) ** (2 * r + slot)
+            for (cls, p), speed in speeds.items():
+                for repeat in range(2):
+                    rate = speed * machine * (1 + gain[cls] if arm == "ngram" else 1)
+                    s = make_sample(arm, cls, p, repeat, rate, rng, tokens=tokens)
+                    s.round = r if rounds > 1 else None
+                    s.output_hash = f"{cls}{p:014d}"[-16:] if hashes else None
+                    samples.append(s)
+    return Evidence(
+        "baseline", ["baseline", "ngram"], CLASSES, samples, {"baseline": [CLEAN], "ngram": [CLEAN]}
+    )
+
+
+def fail(s: Sample, attempt: int = 0) -> Sample:
+    return s.model_copy(
+        update={"error": "HTTP 500", "chunk_ns": [], "chunk_tokens": [], "attempt": attempt}
+    )
+
+
+def test_a_clear_gain_is_supported_with_its_rule_on_the_record() -> None:
+    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [], temperature=0)
+    assert decided.outcome == Outcome.SUPPORTED, decided.caveats
+    coding = decided.per_class["coding"]
+    assert coding.unit == "prompt" and coding.prompts == 10 and coding.n_baseline == 20
+    assert coding.interval == "expanded-percentile" and len(coding.per_unit) == 10
+    assert coding.same_output == 1.0 and coding.decided_on == "all-prompts"
+    assert decided.unit == "prompt" and "geometric mean" in (decided.estimator or "")
+    assert decided.interval == ["expanded-percentile"] and decided.guards and not decided.reasons
+
+
+def test_classes_that_disagree_are_mixed() -> None:
+    decided = verdict.judge(experiment({"coding": 0.3, "math": -0.3}), FASTER, [])
+    assert decided.outcome == Outcome.MIXED
+    assert {c.outcome for c in decided.per_class.values()} == {"supported", "refuted"}
+
+
+def test_too_few_prompts_is_inconclusive_with_the_per_prompt_effects_kept() -> None:
+    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, prompts=3), FASTER, [])
+    coding = decided.per_class["coding"]
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert coding.reason == "3 paired prompts; a class needs at least 8"
+    assert len(coding.per_unit) == 3 and coding.interval == "student-t"
+
+
+def test_a_class_of_one_token_outputs_makes_the_outcome_inconclusive() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    one = experiment({"coding": 0.3, "math": 0.3}, tokens=1).samples
+    evidence.samples = [s for s in evidence.samples if s.prompt_class == "coding"] + [
+        s for s in one if s.prompt_class == "math"
+    ]
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.per_class["coding"].outcome == Outcome.SUPPORTED
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert "math: most of baseline's requests made fewer than 2 tokens (20 of 20)" in (
+        decided.reasons
+    )
+    assert "math: no usable decode_tok_s in baseline and ngram" in decided.reasons
+
+
+def test_failures_in_the_variant_only_are_a_caveat_and_over_the_limit_inconclusive() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    variant = [i for i, s in enumerate(evidence.samples) if s.variant == "ngram"]
+    evidence.samples[variant[0]] = fail(evidence.samples[variant[0]])  # 1 of 20 coding: 5%
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.SUPPORTED
+    assert decided.per_class["coding"].failure_rate_variant == 0.05
+    assert any(
+        "the variant failed more often than the baseline (5.0% vs 0.0%" in c
+        for c in (decided.caveats)
+    )
+    evidence.samples[variant[1]] = fail(evidence.samples[variant[1]])  # 10%
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert decided.per_class["coding"].reason == "10.0% of ngram's attempts failed (limit 5%)"
+
+
+def test_failures_replaced_by_resume_still_count() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    lost = [fail(s) for s in evidence.samples if s.variant == "ngram" and s.prompt_index < 2]
+    evidence.samples += lost  # 8 coding and math attempts that failed and were redone
+    for s in evidence.samples[: -len(lost)]:
+        if s.variant == "ngram" and s.prompt_index < 2:
+            s.attempt = 1
+    assert evidence.final()[1:] == (88, 8)
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert decided.per_class["math"].failure_rate_variant == pytest.approx(4 / 24, rel=1e-5)
+    assert decided.per_class["math"].reason == "16.7% of ngram's attempts failed (limit 5%)"
+
+
+def test_a_failed_scrape_is_a_caveat_not_silence() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    evidence.windows["ngram"] = [CLEAN, Counters()]  # the second window's closing scrape failed
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.SUPPORTED
+    assert "ngram: 1 of 2 windows have no client/server token cross-check" in " ".join(
+        decided.caveats
+    )
+    evidence.windows["ngram"] = [CLEAN.model_copy(update={"tokens_match": False})]
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert decided.reasons == ["ngram: client and server token counts disagree"]
+
+
+def test_outputs_that_differ_across_arms_are_seen() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    for s in evidence.samples:
+        if s.variant == "ngram" and s.prompt_class == "coding" and s.prompt_index < 2:
+            s.output_hash = "ffffffffffffffff"
+    decided = verdict.judge(evidence, FASTER, [], temperature=0)
+    coding = decided.per_class["coding"]
+    assert decided.outcome == Outcome.SUPPORTED
+    assert coding.same_output == 0.8 and coding.decided_on == "same-output-prompts"
+    assert coding.prompts == 8
+    assert "coding: the arms generated different outputs for 2 of 10 prompts" in decided.caveats
+    e2e = Hypothesis(
+        statement="x", primary_metric="e2e_ms", direction="decrease", minimum_effect=0.05
+    )
+    strict = e2e.model_copy(update={"min_prompts": 9})
+    decided = verdict.judge(evidence, strict, [], temperature=0)
+    assert decided.outcome == Outcome.INCONCLUSIVE
+    assert decided.reasons[0].startswith(
+        "coding: the arms generated different outputs and e2e_ms grows with output length"
+    )
+    unhashed = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, hashes=False), FASTER, [], 0)
+    assert unhashed.per_class["coding"].same_output is None
+    assert any("without a hash" in c for c in unhashed.caveats)
+
+
+def test_a_busy_window_is_a_caveat() -> None:
+    evidence = experiment({"coding": 0.3, "math": 0.3})
+    calm = MachineLoad(other_cpu_percent=3.0, steal_percent=0.0, load_1m=0.5, cpu_count=2)
+    loud = MachineLoad(other_cpu_percent=40.0, steal_percent=1.0, load_1m=2.5, cpu_count=2)
+    evidence.windows = {
+        "baseline": [CLEAN.model_copy(update={"load": calm})],
+        "ngram": [CLEAN.model_copy(update={"load": loud})],
+    }
+    decided = verdict.judge(evidence, FASTER, [])
+    assert decided.outcome == Outcome.SUPPORTED
+    busy = [c for c in decided.caveats if "busy machine" in c]
+    assert busy == [
+        "ngram: 1 of 1 windows ran on a busy machine (other processes up to 40% of all cores, "
+        "steal up to 1%)"
+    ]
+
+
+def test_drift_across_rounds_is_a_caveat_and_can_make_it_inconclusive() -> None:
+    steady = verdict.judge(experiment({"coding": 0.08, "math": 0.08}, rounds=2), FASTER, [])
+    assert steady.per_class["coding"].drift is not None
+    assert steady.per_class["coding"].drift < 0.025 and steady.per_class["coding"].rounds == 2
+    drifting = verdict.judge(
+        experiment({"coding": 0.08, "math": 0.08}, rounds=2, drift=0.06), FASTER, []
+    )
+    coding = drifting.per_class["coding"]
+    assert coding.drift is not None and coding.drift > 0.025
+    assert any("drifted" in c for c in drifting.caveats)
+    assert drifting.outcome == Outcome.INCONCLUSIVE
+    assert (coding.reason or "").startswith("the drift across rounds could change it")
+
+
+def test_one_round_says_time_is_confounded() -> None:
+    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [])
+    assert any(c.startswith("one round: the arms ran one after the other") for c in decided.caveats)
+
+
+def test_an_inconclusive_class_says_how_many_prompts_would_decide_it() -> None:
+    decided = verdict.judge(experiment({"coding": 0.09, "math": 0.09}, prompts=4), FASTER, [])
+    needed = decided.per_class["coding"].prompts_needed
+    assert needed is not None and needed > 4
+
+
+@pytest.mark.parametrize("metric", get_args(MetricName))
+def test_every_primary_metric_is_decidable(metric: str) -> None:
+    """Each MetricName a hypothesis may name is decided, none crashes or is silently skipped."""
+    hypothesis = Hypothesis.model_validate(
+        {
+            "statement": "x",
+            "primary_metric": metric,
+            "direction": "decrease" if metric.endswith("_ms") else "increase",
+            "minimum_effect": 0.05,
+        }
+    )
+    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, rounds=2), hypothesis, [])
+    assert set(decided.per_class) == set(CLASSES), decided.reasons
+    assert decided.per_class["coding"].unit == ("round" if metric == "output_tok_s" else "prompt")
+
+
+def test_a_metric_that_cannot_be_decided_is_refused() -> None:
+    with pytest.raises(ValueError, match="primary_metric"):
+        Hypothesis.model_validate(
+            {
+                "statement": "x",
+                "primary_metric": "tokens_per_joule",
+                "direction": "increase",
+                "minimum_effect": 0.05,
+            }
+        )
+
+
+def test_rule_text_states_the_unit_interval_and_guards() -> None:
+    text = verdict.rule_text(FASTER, "prompt")
+    assert "Unit: the prompt" in text and "geometric mean of per-prompt ratios" in text
+    assert "expanded-percentile cluster bootstrap" in text and "+5%" in text
+    assert "at least 8 distinct prompts" in text and "drifting more than 2.5%" in text
+    assert "lies below -5%" in verdict.rule_text(LOWER_TTFT, "prompt")

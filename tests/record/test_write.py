@@ -38,7 +38,7 @@ tags: [mine]
 
 
 def test_filling_a_planned_record_keeps_the_author_s_words(tmp_path: Path, records: Path) -> None:
-    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0}, prompts=8)
     planned = records / "2026-11-29-my-plan.yaml"
     planned.write_text(PLANNED)
     result = CliRunner().invoke(cli, ["record", str(run), "--into", str(planned)])

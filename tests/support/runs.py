@@ -112,8 +112,9 @@ def make_run(
     versions: tuple[str, str] = ("0.32.0", "0.32.0"),
     status: RunStatus = "complete",
     failures: int = 0,
+    prompts: int = 3,
 ) -> Path:
-    """A complete run folder as kbgen bench leaves it, without a server."""
+    """A complete run folder as kbgen bench leaves it, without a server: `prompts` per class."""
     rng = random.Random(5)
     meta = RunMeta.model_validate(
         {
@@ -134,7 +135,7 @@ def make_run(
             make_sample(variant, cls, i, r, rate, rng, per_chunk=per_chunk)
             for r in range(3)
             for cls in ("coding", "math")
-            for i in range(3)
+            for i in range(prompts)
         ]
         for s in samples[:failures]:
             s.error, s.chunk_ns, s.chunk_tokens, s.output_tokens = "HTTP 500: boom", [], [], None

@@ -410,8 +410,12 @@ class SpecDecodeStats(Model):
         return self
 
 
+Unit = Literal["prompt", "round", "request"]
+IntervalMethod = Literal["expanded-percentile", "student-t", "bca", "percentile", "none"]
+
+
 class ClassVerdict(Model):
-    """The effect of the variant on the primary metric in one prompt class."""
+    """The effect of the variant on the primary metric in one prompt class, and what it rests on."""
 
     outcome: Outcome = Field(description="Verdict for this class.")
     effect: float = Field(
@@ -419,8 +423,60 @@ class ClassVerdict(Model):
     )
     ci_low: float | None = Field(default=None, description="Lower bound of the effect's CI.")
     ci_high: float | None = Field(default=None, description="Upper bound of the effect's CI.")
-    n_baseline: int | None = Field(default=None, ge=0, description="Baseline samples.")
-    n_variant: int | None = Field(default=None, ge=0, description="Variant samples.")
+    n_baseline: int | None = Field(default=None, ge=0, description="Baseline requests used.")
+    n_variant: int | None = Field(default=None, ge=0, description="Variant requests used.")
+    unit: Unit | None = Field(
+        default=None,
+        description="What the interval resamples: `prompt` (arms paired by prompt), `round` "
+        "(paired by round), `request` (unpaired requests, each its own prompt).",
+    )
+    interval: IntervalMethod | None = Field(
+        default=None,
+        description="How the interval was computed: `expanded-percentile` (a cluster bootstrap "
+        "over units, widened for small samples), `student-t` (on the log ratios, below 8 units), "
+        "`bca` or its `percentile` fallback (unpaired requests), `none`.",
+    )
+    prompts: int | None = Field(
+        default=None, ge=0, description="Distinct prompts with data in both arms (paired)."
+    )
+    rounds: int | None = Field(default=None, ge=0, description="Rounds with data in both arms.")
+    per_unit: dict[int, float] = Field(
+        default_factory=dict,
+        description="Each paired unit's effect (prompt index or round → relative change): "
+        "shown even when too few to decide.",
+    )
+    drift: float | None = Field(
+        default=None,
+        ge=0,
+        description="The larger of the two arms' drift across rounds (each arm against itself, "
+        "paired by prompt: the range of its round levels, relative); None with one round.",
+    )
+    failure_rate_baseline: float | None = Field(
+        default=None, ge=0, le=1, description="Failed attempts / attempts of the baseline."
+    )
+    failure_rate_variant: float | None = Field(
+        default=None, ge=0, le=1, description="Failed attempts / attempts of the variant."
+    )
+    same_output: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share of prompts whose outputs (hashes) agree across arms; None: unknown.",
+    )
+    decided_on: Literal["all-prompts", "same-output-prompts"] | None = Field(
+        default=None,
+        description="Which prompts the effect was computed over: all, or (when outputs "
+        "differ across arms) only those whose outputs agree.",
+    )
+    prompts_needed: int | None = Field(
+        default=None,
+        ge=2,
+        description="Inconclusive only: about how many units (prompts, or rounds) would give an "
+        "interval narrow enough to decide at the minimum effect, from the observed spread.",
+    )
+    reason: str | None = Field(
+        default=None, description="Why the class is inconclusive, when not only its interval."
+    )
 
     @model_validator(mode="after")
     def _ci_ordered(self) -> ClassVerdict:
@@ -453,6 +509,25 @@ class Verdict(Model):
         default_factory=list,
         description="What limits this verdict: mismatches allowed with --allow-mismatch, "
         "imported summaries, failed requests, a hypothesis changed after the run.",
+    )
+    unit: Unit | None = Field(
+        default=None, description="What the intervals resample (see ClassVerdict.unit)."
+    )
+    estimator: str | None = Field(
+        default=None,
+        description="How the effect is computed from the units.",
+        examples=["geometric mean of per-prompt ratios"],
+    )
+    interval: list[IntervalMethod] = Field(
+        default_factory=list, description="The interval methods the classes actually used."
+    )
+    guards: list[str] = Field(
+        default_factory=list, description="The guards applied, each in words."
+    )
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="Why the overall outcome is inconclusive whatever the classes say (a class "
+        "without usable data, one-token outputs, a token mismatch).",
     )
 
 

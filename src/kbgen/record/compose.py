@@ -131,7 +131,7 @@ def from_run(
         ),
         measurements=figures.measurements(evidence),
         spec_decode=figures.spec_decode(evidence),
-        verdict=verdict.judge(evidence, hypothesis, caveats),
+        verdict=verdict.judge(evidence, hypothesis, caveats, temperature=workload.temperature),
         resolves=list(spec.resolves),
         tags=list(spec.tags),
         provenance=Provenance(

@@ -1,9 +1,10 @@
 """The evidence a record's numbers are computed from, and the compact samples file that keeps it.
 
 Evidence is a run's (or an import's) samples plus the server's counter windows per variant, and
-nothing else. Beside each measured record it is kept as gzipped JSONL, times relative to each
-request's send and without a gzip timestamp, so the same evidence always gives the same bytes and
-`kbgen record --check` can recompute every number without the original machine.
+nothing else. Beside each measured record it is kept as gzipped JSONL, times relative to the
+first send of the same attempt and without a gzip timestamp, so the same evidence always gives
+the same bytes and `kbgen record --check` can recompute every number without the original
+machine.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Evidence:
     classes: list[str]
     samples: list[Sample] = field(default_factory=list)
     windows: dict[str, list[Counters]] = field(default_factory=dict)  # server counters
+    # False when the arms' requests cannot be paired by prompt (an import that cannot show both
+    # files used the same prompts): the verdict then treats requests as independent draws
+    paired: bool = True
 
     @property
     def challenger(self) -> str:
@@ -39,59 +43,107 @@ class Evidence:
         return next(v for v in self.variants if v != self.baseline)
 
     def final(self) -> tuple[list[Sample], int, int]:
-        """The last successful sample of each request, and the counts of requests / failures.
+        """The last successful sample of each request, and the counts of attempts / failures.
 
-        A request that failed and then succeeded on a resume counts once, as a success.
+        Every attempt counts: a request that failed and then succeeded on a resume is one
+        success and one failed attempt (a variant whose slow requests die and are retried must
+        not look as clean as one whose requests never failed).
         """
         best: dict[tuple[str, str, int, int, int], Sample] = {}
-        failed: set[tuple[str, str, int, int, int]] = set()
         for s in self.samples:
-            key = (s.variant, s.prompt_class, s.prompt_index, s.repeat, s.round or 0)
             if s.ok:
+                key = _request(s)
                 if key not in best or s.attempt >= best[key].attempt:
                     best[key] = s
-            else:
-                failed.add(key)
-        failed -= set(best)
-        return list(best.values()), len(best) + len(failed), len(failed)
+        failed = sum(1 for s in self.samples if not s.ok)
+        return list(best.values()), len(self.samples), failed
+
+    def attempts(self) -> dict[tuple[str, str], Attempts]:
+        """Per (variant, class): attempts, failed attempts and requests that never succeeded."""
+        out: dict[tuple[str, str], Attempts] = {}
+        succeeded = {_request(s) for s in self.samples if s.ok}
+        for key in {(s.variant, s.prompt_class) for s in self.samples}:
+            mine = [s for s in self.samples if (s.variant, s.prompt_class) == key]
+            lost = {_request(s) for s in mine if not s.ok} - succeeded
+            out[key] = Attempts(len(mine), sum(1 for s in mine if not s.ok), len(lost))
+        return out
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """What one arm sent for one class, counting every attempt (resumes included)."""
+
+    attempts: int
+    failed: int  # failed attempts, those a resume replaced included
+    lost: int  # requests that never succeeded
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.attempts if self.attempts else 0.0
+
+
+def _request(s: Sample) -> tuple[str, str, int, int, int]:
+    """Which request of the plan a sample measures (a round without rounds is round 0)."""
+    return (s.variant, s.prompt_class, s.prompt_index, s.round or 0, s.repeat)
 
 
 def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
-    """The evidence of a run folder: its samples, and its counter windows from its totals."""
+    """The evidence of a run folder: its samples, and a counter window per measurement window.
+
+    A window whose closing `/metrics` scrape failed has no counters; it is kept as an empty
+    `Counters` (no cross-check) so the verdict can say so instead of not seeing it. Each window
+    carries the machine load measured meanwhile.
+    """
     totals = driver.totals(spec, run).variants
+    meta = run.meta()
     order = baseline_first(spec.baseline, spec.variants)
+    windows: dict[str, list[Counters]] = {}
+    for v in order:
+        if v not in totals or v not in meta.variants:
+            continue
+        counted = iter(totals[v].windows)  # one per window with its closing scrape, in order
+        windows[v] = []
+        for w in meta.variants[v].windows:
+            counters = next(counted, None) if w.after else None
+            if counters is None:
+                counters = Counters()
+            if w.load is not None and counters.load is None:
+                counters.load = w.load
+            windows[v].append(counters)
     return Evidence(
         baseline=spec.baseline,
         variants=order,
         classes=list(spec.workload.classes),
         samples=run.samples(),
-        windows={v: totals[v].windows for v in order if v in totals},
+        windows=windows,
     )
 
 
 def samples_bytes(evidence: Evidence) -> bytes:
     """The evidence as gzipped JSONL, times relative to each request's send (deterministic)."""
-    lines = [
-        json.dumps(
-            {
-                "kind": "evidence",
-                "baseline": evidence.baseline,
-                "variants": evidence.variants,
-                "classes": evidence.classes,
-            }
-        )
-    ]
+    header = {
+        "kind": "evidence",
+        "baseline": evidence.baseline,
+        "variants": evidence.variants,
+        "classes": evidence.classes,
+    }
+    lines = [json.dumps(header if evidence.paired else {**header, "paired": False})]
     for variant, windows in evidence.windows.items():
         lines += [
             json.dumps({"kind": "window", "variant": variant, **w.model_dump(exclude_unset=True)})
             for w in windows
         ]
+    # times relative to the first send of the same attempt (one process: one clock), so a
+    # window's throughput can still be computed from its samples
+    origin: dict[int, int] = {}
     for s in evidence.samples:
-        base = s.sent_ns
+        origin[s.attempt] = min(origin.get(s.attempt, s.sent_ns), s.sent_ns)
+    for s in evidence.samples:
+        base = origin[s.attempt]
         compact = s.model_copy(
             update={
                 "scheduled_ns": s.scheduled_ns - base,
-                "sent_ns": 0,
+                "sent_ns": s.sent_ns - base,
                 "chunk_ns": [t - base for t in s.chunk_ns],
                 "done_ns": None if s.done_ns is None else s.done_ns - base,
             }
@@ -108,7 +160,12 @@ def read_samples(path: Path) -> Evidence:
     try:
         lines = gzip.decompress(path.read_bytes()).decode().splitlines()
         header = json.loads(lines[0])
-        evidence = Evidence(header["baseline"], header["variants"], header["classes"])
+        evidence = Evidence(
+            header["baseline"],
+            header["variants"],
+            header["classes"],
+            paired=header.get("paired", True),
+        )
         for line in lines[1:]:
             entry = json.loads(line)
             kind = entry.pop("kind")

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kbgen.bench import metrics
+from kbgen.bench.samples import Sample
 from kbgen.kb.models import Measurements, MetricName, MetricStats, SpecDecodeStats
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence
@@ -61,6 +62,34 @@ def measurements(evidence: Evidence) -> Measurements:
                     by_metric = out.setdefault(variant, {}).setdefault(cls, {})
                     by_metric[metric] = metric_stats(stats.describe(series))
     return out
+
+
+def window_throughput(samples: list[Sample]) -> float | None:
+    """Aggregate output tokens/s of a window's successful samples: their output tokens over the
+    time at least one of them was in flight (first send to last done, less idle gaps).
+
+    For requests sent back to back this is Σ output tokens / (last done - first send); gaps
+    where none of these requests ran (the server busy with another class) are not counted.
+    Times compare only within one attempt (one process, one clock). None without a duration.
+    """
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    tokens = 0
+    for s in samples:
+        end = s.done_ns if s.done_ns is not None else (s.chunk_ns[-1] if s.chunk_ns else None)
+        if s.ok and end is not None and s.output_tokens:
+            spans[s.attempt].append((s.sent_ns, end))
+            tokens += s.output_tokens
+    busy = 0
+    for intervals in spans.values():
+        reach = None
+        for start, end in sorted(intervals):
+            if reach is None or start > reach:
+                busy += end - start
+                reach = end
+            elif end > reach:
+                busy += end - reach
+                reach = end
+    return tokens / (busy / 1e9) if busy > 0 else None
 
 
 def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:

@@ -24,7 +24,14 @@ from kbgen.record.evidence import read_samples
 RECOMPUTED: dict[str, Any] = {
     "measurements": True,
     "spec_decode": True,
-    "verdict": {"outcome": True, "per_class": True},
+    "verdict": {
+        "outcome": True,
+        "per_class": True,
+        "unit": True,
+        "estimator": True,
+        "interval": True,
+        "reasons": True,
+    },
 }
 
 
@@ -55,7 +62,12 @@ def recompute(path: Path) -> list[Problem]:
         update={
             "measurements": figures.measurements(evidence),
             "spec_decode": figures.spec_decode(evidence),
-            "verdict": verdict.judge(evidence, record.hypothesis, []),
+            "verdict": verdict.judge(
+                evidence,
+                record.hypothesis,
+                [],
+                temperature=record.workload.temperature if record.workload else None,
+            ),
         }
     )
     expected = recomputed.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
