@@ -70,7 +70,8 @@ def test_import_makes_a_record_that_checks(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    path = Path(result.stdout.splitlines()[0])  # then one line per class
+    path = Path(result.stdout.strip())  # stdout: the path alone; the classes go to stderr
+    assert result.stderr.startswith("all: ")
     saved = kb.load_file(path)
     assert saved.provenance is not None and saved.provenance.source == "imported"
     assert any("no per-class split" in n for n in saved.provenance.notes)

@@ -247,6 +247,7 @@ def test_drift_across_rounds_is_a_caveat_and_can_make_it_inconclusive() -> None:
     assert any("drifted" in c for c in drifting.caveats)
     assert drifting.outcome == Outcome.INCONCLUSIVE
     assert (coding.reason or "").startswith("the drift across rounds could change it")
+    assert coding.prompts_needed is None  # more prompts would not settle a drift: more rounds
 
 
 def test_one_round_says_time_is_confounded() -> None:

@@ -24,6 +24,7 @@ from kbgen.record.evidence import Evidence
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
 PER_REQUEST: tuple[MetricName, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
 PER_TOKEN: tuple[MetricName, ...] = ("itl_ms", "chunk_gap_ms")
+PER_ROUND: tuple[MetricName, ...] = ("output_tok_s",)  # a class's aggregate throughput per round
 
 
 def rounded(value: float | None) -> float | None:
@@ -46,7 +47,17 @@ def metric_stats(values: dict[str, Any]) -> MetricStats:
 def measurements(evidence: Evidence) -> Measurements:
     """variant → class → metric → statistics, from the final successful samples."""
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for sample in evidence.final()[0]:
+    final = evidence.final()[0]
+    by_round: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
+    for sample in final:
+        by_round[(sample.variant, sample.prompt_class, sample.round or 0)].append(sample)
+    # the aggregate throughput, one value per round (its unit): only for kbgen's own runs, whose
+    # windows say how long they were (an import's request times share no clock)
+    timed = any(w.window_s is not None for ws in evidence.windows.values() for w in ws)
+    for (variant, cls, _), group in sorted(by_round.items()) if timed else []:
+        if (throughput := window_throughput(group)) is not None:
+            values[(variant, cls, "output_tok_s")].append(throughput)
+    for sample in final:
         m = sample.metrics()
         for metric in PER_REQUEST:
             if metric in m:
@@ -56,7 +67,7 @@ def measurements(evidence: Evidence) -> Measurements:
     out: Measurements = {}
     for variant in evidence.variants:
         for cls in evidence.classes:
-            for metric in (*PER_REQUEST, *PER_TOKEN):
+            for metric in (*PER_REQUEST, *PER_TOKEN, *PER_ROUND):
                 series = values.get((variant, cls, metric))
                 if series:
                     by_metric = out.setdefault(variant, {}).setdefault(cls, {})

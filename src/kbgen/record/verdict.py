@@ -101,6 +101,7 @@ def decide_class(
         spread, count = _disagreement(baseline, variant, paired)
         widen = spread / count if count > 1 else 0.0
     outcome, why = interval_outcome(effect, hypothesis)
+    drift_blocked = False  # the interval decides, the drift does not let it: more rounds would
     if drift is not None and drift > hypothesis.minimum_effect / 2:
         caveats.append(
             f"an arm drifted {drift:.1%} across rounds (more than half the minimum effect)"
@@ -108,10 +109,11 @@ def decide_class(
         if outcome != Outcome.INCONCLUSIVE and widen:
             wider = interval_outcome(_widened(effect, widen), hypothesis)[0]
             if wider != outcome:
+                drift_blocked = True
                 outcome, reason = (
                     Outcome.INCONCLUSIVE,
                     f"the drift across rounds could change it (rounds disagree by "
-                    f"{math.expm1(spread):.1%})",
+                    f"{math.expm1(spread):.1%}; more rounds, not more prompts, would tell)",
                 )
     if effect.units < needed:
         what = "prompts" if unit == "prompt" else "rounds"
@@ -129,7 +131,7 @@ def decide_class(
             drift=rounded(drift),
             reason=reason or None,
             prompts_needed=_needed(effect, hypothesis, needed)
-            if outcome == Outcome.INCONCLUSIVE
+            if outcome == Outcome.INCONCLUSIVE and not drift_blocked
             else None,
         ),
         n_baseline=effect.n_baseline,

@@ -68,6 +68,11 @@ def percent(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1%}"
 
 
+def percent_plain(value: float | None) -> str:
+    """A share, such as 0.8 → 80%."""
+    return "–" if value is None else f"{value:.0%}"
+
+
 def figure(value: Any) -> str:
     """A number, or a reported range as `low–high`."""
     if isinstance(value, Range):
@@ -103,6 +108,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
     env.filters.update(
         markdown=markdown,
         cell=cell,
+        percent_plain=percent_plain,
         number=number,
         percent=percent,
         figure=figure,
