@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kbgen.errors import UsageError
 from kbgen.kb import git
+from tests.support.git import git as git_command
 
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "kbgen test",
-    "GIT_AUTHOR_EMAIL": "test@example.org",
-    "GIT_COMMITTER_NAME": "kbgen test",
-    "GIT_COMMITTER_EMAIL": "test@example.org",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 FIRST = {
     "records/a.yaml": b"id: a\n",
     "records/plans/p.yaml": b"id: p\n",
@@ -27,12 +18,7 @@ FIRST = {
 }
 
 
-def run(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+run = git_command  # the one throw-away-repository helper of tests/support
 
 
 def write(repo: Path, files: dict[str, bytes]) -> None:
