@@ -174,3 +174,15 @@ def test_command_launcher_reuses_a_server_started_with_the_same_command(tmp_path
         "starting a",
         "stopping a",
     ]
+
+
+def test_every_start_has_its_command_line_even_after_a_torn_last_line(tmp_path: Path) -> None:
+    """A server stopped mid-line leaves no newline; the next start's `$ …` is a line of its own."""
+    script = "import sys; sys.stdout.write('a line the server never ended'); raise SystemExit(3)"
+    launcher, log = _launch(script, tmp_path, timeout_s=60)
+    for _ in range(2):
+        with pytest.raises(ServerFailed, match="exited with code 3"):
+            asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+    lines = log.read_text().splitlines()
+    assert [line.startswith("$ ") for line in lines] == [True, False, True, False]
+    assert lines[1] == "a line the server never ended"

@@ -63,6 +63,16 @@ def tail(log: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
 
 
+def _line_break(log: Path) -> str:
+    """A newline when the log does not end with one (the last server stopped mid-line)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return "" if f.read(1) == b"\n" else "\n"
+    except OSError:  # empty or missing: nothing to end
+        return ""
+
+
 async def wait_healthy(
     url: str,
     timeout_s: float,
@@ -148,7 +158,8 @@ class ProcessLauncher:
             )
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
-            out.write(f"$ {shlex.join(launched.command)}\n".encode())
+            # a server killed mid-line leaves no newline: the command starts a line of its own
+            out.write(f"{_line_break(log)}$ {shlex.join(launched.command)}\n".encode())
             out.flush()
             try:
                 self.process = await asyncio.create_subprocess_exec(
@@ -209,7 +220,9 @@ class CommandLauncher:
 
     async def _shell(self, command: str, log: Path) -> None:
         with log.open("ab") as out:
-            out.write(f"$ {shlex.join(redact.args(shlex.split(command)))}\n".encode())
+            out.write(
+                f"{_line_break(log)}$ {shlex.join(redact.args(shlex.split(command)))}\n".encode()
+            )
             out.flush()
             process = await asyncio.create_subprocess_shell(
                 command,
