@@ -363,7 +363,8 @@ def record(
     decided = load_model(path, Record).verdict
     for cls, c in (decided.per_class if decided else {}).items():
         interval = "" if c.ci_low is None else f" [{c.ci_low:+.1%}, {c.ci_high:+.1%}]"
-        needs = f"; about {c.prompts_needed} {c.unit}s would decide it" if c.prompts_needed else ""
+        what = f"{c.unit or 'unit'}s"
+        needs = f"; about {c.prompts_needed} {what} would decide it" if c.prompts_needed else ""
         # stderr: stdout stays the record's path alone, for scripts
         click.echo(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}", err=True)
 

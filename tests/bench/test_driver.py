@@ -23,6 +23,7 @@ from kbgen.cli import cli
 from kbgen.errors import ServerFailed
 from tests.support import vllm_env
 from tests.support.free_port import free_port
+from tests.support.specs import small_spec
 from tests.support.vllm_env import spec_text
 
 
@@ -120,38 +121,8 @@ def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: P
 
 
 def _external_spec(url: str, tmp_path: Path) -> ExperimentSpec:
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(
-        "".join(
-            json.dumps({"class": c, "prompt": f"{c} {i}"}) + "\n"
-            for c in ("coding", "math")
-            for i in range(3)
-        )
-    )
-    return ExperimentSpec.model_validate(
-        {
-            "schema_version": 1,
-            "id": "fake",
-            "title": "against a loopback stand-in",
-            "hypothesis": {
-                "statement": "s",
-                "primary_metric": "decode_tok_s",
-                "direction": "increase",
-                "minimum_effect": 0.05,
-            },
-            "server": {"launcher": "external", "url": url, "startup_timeout_s": 5},
-            "baseline": "a",
-            "variants": {"a": {}, "b": {}},
-            "workload": {
-                "prompts": str(prompts),
-                "classes": ["coding", "math"],
-                "repeats": 1,
-                "warmup": 1,
-                "concurrency": 2,
-                "stall_timeout_s": 0.5,
-            },
-        }
-    )
+    server = {"launcher": "external", "url": url, "startup_timeout_s": 5}
+    return small_spec(tmp_path, "fake", server=server, concurrency=2, stall_timeout_s=0.5)
 
 
 def _bench_against(fake: Any, tmp_path: Path) -> tuple[RunFolder, RunTotals]:

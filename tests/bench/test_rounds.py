@@ -21,48 +21,7 @@ from kbgen.bench.spec import ExperimentSpec, ProcessServer
 from kbgen.kb.models import Variant
 from tests.support import fake_server
 from tests.support.free_port import free_port
-
-
-def spec(
-    tmp_path: Path,
-    arms: tuple[str, ...] = ("a", "b"),
-    server: dict[str, Any] | None = None,
-    variants: dict[str, Any] | None = None,
-    **workload: Any,
-) -> ExperimentSpec:
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(
-        "".join(
-            json.dumps({"class": c, "prompt": f"{c} {i}"}) + "\n"
-            for c in ("coding", "math")
-            for i in range(3)
-        )
-    )
-    return ExperimentSpec.model_validate(
-        {
-            "schema_version": 1,
-            "id": "rounds",
-            "title": "interleaved",
-            "hypothesis": {
-                "statement": "s",
-                "primary_metric": "decode_tok_s",
-                "direction": "increase",
-                "minimum_effect": 0.05,
-            },
-            "server": server or {"launcher": "external", "url": "http://127.0.0.1:1"},
-            "baseline": arms[0],
-            "variants": variants or {arm: {} for arm in arms},
-            "workload": {
-                "prompts": str(prompts),
-                "classes": ["coding", "math"],
-                "repeats": 1,
-                "warmup": 1,
-                "concurrency": 1,
-                **workload,
-            },
-        }
-    )
-
+from tests.support.specs import small_spec as spec
 
 SUITE = {"coding": ["c0", "c1", "c2"], "math": ["m0", "m1", "m2"]}
 

@@ -338,8 +338,8 @@ def test_vllm_bench_requests_paired_by_position_only_when_input_lengths_agree(
     tmp_path: Path,
 ) -> None:
     found = [imports.vllm_bench(BASE, "baseline"), imports.vllm_bench(NGRAM, "ngram")]
-    note = imports.pair_prompts(found)
-    assert _indices(found[0]) == _indices(found[1]) == list(range(12))
+    paired, note = imports.pair_prompts(found)
+    assert paired and _indices(found[0]) == _indices(found[1]) == list(range(12))
     assert "paired by position" in note and "same input length" in note
 
     def longer(data: dict[str, Any]) -> None:
@@ -347,11 +347,14 @@ def test_vllm_bench_requests_paired_by_position_only_when_input_lengths_agree(
 
     other = imports.vllm_bench(_changed(NGRAM, tmp_path / "n.json", longer), "ngram")
     found = [imports.vllm_bench(BASE, "baseline"), other]
-    note = imports.pair_prompts(found)
-    assert not set(_indices(found[0])) & set(_indices(found[1]))  # nothing paired
+    paired, note = imports.pair_prompts(found)
+    assert not paired and not set(_indices(found[0])) & set(_indices(found[1]))  # nothing paired
     assert "not paired by prompt (the input length differs between the files)" in note
     data, _ = compose.from_imports(found, "x", "X", FASTER, allow_mismatch=True)
     assert data.provenance is not None and note in data.provenance.notes
+    # unpaired, the verdict compares requests: it is still judged, on the unit it says it used
+    assert data.verdict is not None and data.verdict.unit == "request"
+    assert data.verdict.per_class["all"].n_baseline == 12
 
 
 def test_guidellm_requests_paired_by_prompt_text(tmp_path: Path) -> None:
@@ -376,7 +379,8 @@ def test_guidellm_requests_paired_by_prompt_text(tmp_path: Path) -> None:
 
     ngram_path = _changed(GL_NGRAM, tmp_path / "n.json", reorder_and_change_one)
     found = [imports.guidellm(GL_BASE, "baseline"), imports.guidellm(ngram_path, "ngram")]
-    note = imports.pair_prompts(found)
+    paired, note = imports.pair_prompts(found)
+    assert paired
     prompts(found[0], GL_BASE)
     prompts(found[1], ngram_path)
     # one index per text, the same in both variants; the changed text has an index of its own

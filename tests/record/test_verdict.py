@@ -213,6 +213,9 @@ def test_outputs_that_differ_across_arms_are_seen() -> None:
     assert decided.reasons[0].startswith(
         "coding: the arms generated different outputs and e2e_ms grows with output length"
     )
+    blocked = decided.per_class["coding"]  # the class itself says so, as its guard text does
+    assert blocked.outcome == Outcome.INCONCLUSIVE and blocked.prompts_needed is None
+    assert (blocked.reason or "").startswith("the arms generated different outputs")
     unhashed = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, hashes=False), FASTER, [], 0)
     assert unhashed.per_class["coding"].same_output is None
     assert any("without a hash" in c for c in unhashed.caveats)

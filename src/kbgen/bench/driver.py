@@ -382,10 +382,16 @@ class _Run:
         return failure[0] if failure else None
 
 
-def totals(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
-    """Per-variant totals, server counter deltas and the client/server token cross-check."""
-    meta = folder.meta()
-    samples = folder.samples()
+def totals(
+    spec: ExperimentSpec,
+    folder: RunFolder,
+    meta: RunMeta | None = None,
+    samples: list[Sample] | None = None,
+) -> RunTotals:
+    """Per-variant totals, server counter deltas and the client/server token cross-check
+    (`meta` and `samples`: the folder's, when the caller has read them already)."""
+    meta = folder.meta() if meta is None else meta
+    samples = folder.samples() if samples is None else samples
     out = RunTotals(spec_id=spec.id, variants={})
     for name, info in meta.variants.items():
         mine = [s for s in samples if s.variant == name]

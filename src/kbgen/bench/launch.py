@@ -26,6 +26,7 @@ from kbgen import redact
 from kbgen.bench.client import Client
 from kbgen.bench.spec import CommandServer, ExternalServer, ProcessServer, Server, server_args
 from kbgen.errors import ServerFailed
+from kbgen.kb import files
 from kbgen.kb.models import Variant
 
 TAIL_LINES = 30
@@ -61,16 +62,6 @@ def tail(log: Path, lines: int = TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
-
-
-def _line_break(log: Path) -> str:
-    """A newline when the log does not end with one (the last server stopped mid-line)."""
-    try:
-        with log.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return "" if f.read(1) == b"\n" else "\n"
-    except OSError:  # empty or missing: nothing to end
-        return ""
 
 
 async def wait_healthy(
@@ -157,9 +148,10 @@ class ProcessLauncher:
                 "kbgen will not measure a server it did not start (pick another port)"
             )
         log.parent.mkdir(parents=True, exist_ok=True)
+        # a server killed mid-line leaves no newline: the command starts a line of its own
+        fresh = "" if files.ends_a_line(log) else "\n"
         with log.open("ab") as out:
-            # a server killed mid-line leaves no newline: the command starts a line of its own
-            out.write(f"{_line_break(log)}$ {shlex.join(launched.command)}\n".encode())
+            out.write(f"{fresh}$ {shlex.join(launched.command)}\n".encode())
             out.flush()
             try:
                 self.process = await asyncio.create_subprocess_exec(
@@ -219,10 +211,9 @@ class CommandLauncher:
         self.log: Path | None = None
 
     async def _shell(self, command: str, log: Path) -> None:
+        fresh = "" if files.ends_a_line(log) else "\n"
         with log.open("ab") as out:
-            out.write(
-                f"{_line_break(log)}$ {shlex.join(redact.args(shlex.split(command)))}\n".encode()
-            )
+            out.write(f"{fresh}$ {shlex.join(redact.args(shlex.split(command)))}\n".encode())
             out.flush()
             process = await asyncio.create_subprocess_shell(
                 command,

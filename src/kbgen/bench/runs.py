@@ -88,7 +88,7 @@ class RunFolder:
         if self._samples is None:
             path = self.path / "samples.jsonl"
             self._samples = path.open("a", encoding="utf-8")
-            if not _ends_a_line(path):
+            if not files.ends_a_line(path):
                 self._samples.write("\n")  # a kill tore the last line: leave it on its own
         self._samples.write(sample.model_dump_json(exclude_none=True) + "\n")
         self._samples.flush()  # in the kernel's hands: a killed process loses nothing
@@ -145,12 +145,3 @@ def _read(path: Path, model: type[M]) -> M:
         except KbgenError:
             tree = None
         raise InvalidInput(problems.problems_of(path, exc, tree)) from exc
-
-
-def _ends_a_line(path: Path) -> bool:
-    """Whether the file is empty or its last byte ends a line."""
-    with path.open("rb") as file:
-        if file.seek(0, os.SEEK_END) == 0:
-            return True
-        file.seek(-1, os.SEEK_END)
-        return file.read(1) == b"\n"

@@ -73,6 +73,18 @@ def write_if_changed(path: Path, content: bytes, *, durable: bool = True) -> boo
     return True
 
 
+def ends_a_line(path: Path) -> bool:
+    """Whether the file is empty, missing, or its last byte ends a line: whether an append
+    (of samples, of a server's log) starts a line of its own."""
+    if not path.exists():
+        return True
+    with path.open("rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return True
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
+
+
 def numbered() -> Iterator[str]:
     """`-2`, `-3`, ...: the suffixes of a second, third, ... file of the same name."""
     return (f"-{n}" for n in itertools.count(2))

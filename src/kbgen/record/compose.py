@@ -180,7 +180,8 @@ def from_imports(
     order = [i.variant for i in found]
     with_samples = all(any(s.ok for s in i.samples) for i in found)
     # before the evidence is built: it sets the prompt_index the verdict pairs arms by
-    pairing = [imports.pair_prompts(found)] if with_samples else []
+    paired, note = imports.pair_prompts(found) if with_samples else (True, "")
+    pairing = [note] if note else []
     evidence = Evidence(
         order[0],
         order,
@@ -196,6 +197,7 @@ def from_imports(
             for i in found
             if i.spec_decode
         },
+        paired=paired,
     )
     if with_samples:
         measurements = figures.measurements(evidence)

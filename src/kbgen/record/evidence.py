@@ -94,8 +94,8 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     `Counters` (no cross-check) so the verdict can say so instead of not seeing it. Each window
     carries the machine load measured meanwhile.
     """
-    totals = driver.totals(spec, run).variants
-    meta = run.meta()
+    meta, samples = run.meta(), run.samples()  # each read once, shared with the totals
+    totals = driver.totals(spec, run, meta, samples).variants
     order = baseline_first(spec.baseline, spec.variants)
     windows: dict[str, list[Counters]] = {}
     for v in order:
@@ -114,7 +114,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         baseline=spec.baseline,
         variants=order,
         classes=list(spec.workload.classes),
-        samples=run.samples(),
+        samples=samples,
         windows=windows,
     )
 

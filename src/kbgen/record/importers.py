@@ -360,8 +360,9 @@ def _prompt_text_key(request: dict[str, Any]) -> str | None:
     return hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()
 
 
-def pair_prompts(found: list[Imported]) -> str:
-    """Set every sample's prompt_index (and repeat) by what the files prove; say how, as a note.
+def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
+    """Set every sample's prompt_index (and repeat) by what the files prove; whether the arms
+    are paired by prompt, and how, as a note.
 
     Same index across files means the same prompt only when proven: equal prompt texts, or equal
     input lengths at every position of every file (a file without texts). Otherwise each file's
@@ -382,12 +383,12 @@ def pair_prompts(found: list[Imported]) -> str:
                 sample.repeat = seen.get(sample.prompt_index, 0)
                 seen[sample.prompt_index] = sample.repeat + 1
         common = set.intersection(*({s.prompt_index for s in i.samples} for i in found))
-        return (
+        return True, (
             f"requests paired by prompt text: {len(common)} prompt(s) sent to every variant, "
             f"of {len(index)}"
         )
     elif all(i.prompt_keys == found[0].prompt_keys for i in found):
-        return (
+        return True, (
             f"requests paired by position: the files keep no prompt texts, and each of the "
             f"{len(found[0].samples)} positions has the same {evidence} in every file"
         )
@@ -398,7 +399,9 @@ def pair_prompts(found: list[Imported]) -> str:
         for i, sample in enumerate(imported.samples):
             sample.prompt_index, sample.repeat = offset + i, 0
         offset += len(imported.samples)
-    return f"requests not paired by prompt ({reason}): each request counts as a prompt of its own"
+    return False, (
+        f"requests not paired by prompt ({reason}): the verdict compares requests, unpaired"
+    )
 
 
 def _headline(data: dict[str, Any], *figures: tuple[str, str, str]) -> str:

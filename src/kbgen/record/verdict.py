@@ -231,12 +231,20 @@ def rule_text(hypothesis: Hypothesis, unit: Unit | None, summary_only: bool = Fa
             f"Unit: the {unit}. Effect per class = {ESTIMATOR[unit]} of {metric} - 1, with "
             f"{interval}"
         )
+    overall_rule = (
+        "Overall: the classes' common outcome; mixed when they reach different decisive "
+        "outcomes; inconclusive otherwise."
+    )
+    if summary_only or unit is None:  # judge_means applies no guard: the rule names none
+        return (
+            f"{how}. Supported: the reported change lies {beyond} {m}. Refuted: it lies {short} "
+            f"{m} (a point estimate, nothing is ruled out with confidence). {overall_rule}"
+        )
     return (
         f"{how}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} (the "
         f"claimed change is ruled out). Inconclusive: it contains {m}, or a guard holds: "
-        + "; ".join(guard_texts(hypothesis, unit or "prompt"))
-        + ". Overall: the classes' common outcome; mixed when they reach different decisive "
-        "outcomes; inconclusive otherwise."
+        + "; ".join(guard_texts(hypothesis, unit))
+        + f". {overall_rule}"
     )
 
 
@@ -279,10 +287,12 @@ def judge(
                     f"({short} of {len(mine[arm])})"
                 )
         decided_on = same = None
+        blocked = ""  # a guard that makes this class inconclusive whatever its interval says
         if unit == "prompt" and temperature == 0:
             keep, same, decided_on, why = _same_output(cls, mine, hypothesis, notes)
             if why:
                 reasons.append(why)
+                blocked = why.removeprefix(f"{cls}: ")
             mine = {arm: [s for s in mine[arm] if s.prompt_index in keep] for arm in arms}
         cells = [_cells(mine[arm], metric, unit) for arm in arms]
         if not (set(cells[0]) & set(cells[1])):
@@ -300,11 +310,15 @@ def judge(
         notes += [f"{cls}: {c}" for c in raised]
         if max(rates) > MAX_FAILURE_RATE:
             worst = arms[rates.index(max(rates))]
+            blocked = (
+                f"{max(rates):.1%} of {worst}'s attempts failed (limit {MAX_FAILURE_RATE:.0%})"
+            )
+        if blocked:  # more prompts would not lift it: no prompts_needed
             decided = decided.model_copy(
                 update={
                     "outcome": Outcome.INCONCLUSIVE.value,  # as validation stores it
-                    "reason": f"{max(rates):.1%} of {worst}'s attempts failed (limit "
-                    f"{MAX_FAILURE_RATE:.0%})",
+                    "reason": blocked,
+                    "prompts_needed": None,
                 }
             )
         if decided.reason:
