@@ -240,12 +240,14 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     if resume is not None:
         folder = RunFolder.open(resume)
         experiment = spec.load(folder.spec_path)
+        bench_stage.check_inputs(experiment, folder)
         meta = folder.update_meta(status="running", attempts=folder.meta().attempts + 1)
     else:
         assert spec_file is not None
         if not spec_file.is_file():
             raise UsageError(f"{spec_file}: no such file")
         experiment = spec.load(spec_file)
+        bench_stage.check_inputs(experiment)
         folder = RunFolder.create(
             runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
         )

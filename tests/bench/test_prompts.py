@@ -6,10 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from kbgen.bench import prompts
+from kbgen.cli import cli
 from kbgen.errors import InvalidInput
 from tests.conftest import REPO
+from tests.support import special
+from tests.support.specs import small_spec
 
 SEED = REPO / "bench" / "prompts" / "seed.jsonl"
 CLASSES = ["coding", "math", "explanatory"]
@@ -135,11 +140,39 @@ def test_missing_file(tmp_path: Path) -> None:
     assert (problem.path, problem.line) == (path, None)
 
 
-def test_file_that_is_not_utf8(tmp_path: Path) -> None:
+def test_file_that_is_not_utf8_is_located_at_its_line(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
-    path.write_bytes('{"class": "coding", "prompt": "café"}\n'.encode("latin-1"))
-    with pytest.raises(InvalidInput, match=r"latin1\.jsonl: cannot read"):
+    good = '{"class": "coding", "prompt": "ok"}\n'
+    path.write_bytes(good.encode() + '{"class": "coding", "prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(InvalidInput) as info:
         prompts.load(path, ["coding"])
+    assert str(info.value) == f"{path}:2: not UTF-8 text (byte 0xe9)"
+
+
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_a_special_file_is_one_located_line_never_a_hang(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "prompts" / "suite.jsonl"
+    message = special.make(kind, path)
+    with special.deadline(5), pytest.raises(InvalidInput) as info:
+        prompts.load(path, ["coding"])
+    assert str(info.value).startswith(f"{path}: {message}")
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_a_suite_over_the_limit_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "suite.jsonl"
+    path.write_text('{"class": "coding", "prompt": "a"}\n' * 10)
+    monkeypatch.setattr(prompts, "MAX_BYTES", 100)
+    with pytest.raises(InvalidInput, match=r"suite\.jsonl: too large .*the limit is 100\b"):
+        prompts.load(path, ["coding"])
+
+
+def test_a_line_separator_inside_a_prompt_is_part_of_the_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "suite.jsonl"
+    path.write_text('{"class": "coding", "prompt": "a\u2028b"}\n', encoding="utf-8")
+    assert prompts.load(path, ["coding"]) == {"coding": ["a\u2028b"]}
 
 
 def test_a_class_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
@@ -147,3 +180,23 @@ def test_a_class_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
     path.write_text('{"class": "coding", "prompt": "a"}\n{"class": ["coding"], "prompt": "b"}\n')
     with pytest.raises(InvalidInput, match=r"suite\.jsonl:2: class"):
         prompts.load(path, ["coding"])
+
+
+@pytest.mark.parametrize("kind", ["missing", "fifo", "folder", "latin-1"])
+def test_a_spec_whose_suite_is_unreadable_leaves_no_run_folder(tmp_path: Path, kind: str) -> None:
+    spec = small_spec(tmp_path)
+    suite = Path(spec.workload.prompts)
+    suite.unlink()
+    if kind == "latin-1":
+        suite.write_bytes('{"class": "coding", "prompt": "café"}\n'.encode("latin-1"))
+    elif kind != "missing":
+        special.make(kind, suite)
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    with special.deadline(10):
+        result = CliRunner().invoke(
+            cli, ["bench", str(spec_file), "--runs", str(tmp_path / "runs")]
+        )
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(str(suite)) and "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import types
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, UsageError
+from tests.conftest import REPO
+from tests.support import special
 
 SPEC_TEXT = "schema_version: 1\nid: ngram-vs-baseline\n"
 
@@ -191,14 +194,15 @@ def test_a_resume_after_a_torn_line_keeps_its_first_sample(tmp_path: Path) -> No
     with (folder.path / "samples.jsonl").open("a") as samples:
         samples.write(sample(1).model_dump_json()[:30])  # killed mid-write
     resumed = RunFolder.open(folder.path)
-    resumed.append(sample(2))
+    again = sample(2).model_copy(update={"attempt": 1})  # the resume is the next attempt
+    resumed.append(again)
     resumed.close()
-    assert resumed.samples() == [sample(0), sample(2)]
+    assert resumed.read_samples() == runs.Samples([sample(0), again], torn=[2])
     lines = (folder.path / "samples.jsonl").read_text().split("\n")
     assert lines == [
         sample(0).model_dump_json(exclude_none=True),
         sample(1).model_dump_json()[:30],
-        sample(2).model_dump_json(exclude_none=True),
+        again.model_dump_json(exclude_none=True),
         "",
     ]
 
@@ -210,3 +214,157 @@ def test_appends_after_a_close_add_no_blank_line(tmp_path: Path) -> None:
         folder.close()
     text = (folder.path / "samples.jsonl").read_text()
     assert text == "".join(sample(i).model_dump_json(exclude_none=True) + "\n" for i in range(3))
+
+
+def _line(index: int, attempt: int = 0) -> str:
+    return sample(index).model_copy(update={"attempt": attempt}).model_dump_json()
+
+
+TORN = _line(9)[:25]
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        ([_line(0), "{not json", _line(1)], "samples.jsonl:2: not a sample (not JSON)"),
+        ([_line(0), TORN, _line(1)], "samples.jsonl:2: not a sample (not JSON)"),
+        ([_line(0), '{"variant": "ngram"}', _line(1)], "samples.jsonl:2: prompt_class: "),
+        ([_line(0), "[1, 2]", _line(1)], "samples.jsonl:2: Input should be an object"),
+        ([_line(0, 1), TORN, _line(1, 0)], "samples.jsonl:2: not a sample (not JSON)"),
+        ([TORN, _line(0)], "samples.jsonl:1: not a sample (not JSON)"),
+        ([_line(0), '{"variant": 1}'], "samples.jsonl:2: variant: "),
+    ],
+    ids=[
+        "garbage-mid-attempt",
+        "torn-mid-attempt",
+        "not-a-sample",
+        "not-an-object",
+        "torn-before-an-earlier-attempt",
+        "torn-first-line-of-the-attempt",
+        "bad-last-line-that-is-json",
+    ],
+)
+def test_a_bad_samples_line_is_an_error_at_its_line(
+    tmp_path: Path, lines: list[str], problem: str
+) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    (folder.path / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InvalidInput) as info:
+        folder.samples()
+    assert any(str(p).startswith(f"{folder.path}/{problem}") for p in info.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("lines", "torn"),
+    [
+        ([_line(0), TORN], [2]),
+        ([_line(0), TORN, _line(1, 1)], [2]),
+        ([_line(0), TORN, TORN[:10], _line(1, 2)], [2, 3]),  # two resumes killed in turn
+        ([TORN, _line(1, 1)], [1]),
+        ([_line(0), "", _line(1)], []),  # a blank line holds nothing to lose
+    ],
+    ids=["at-the-end", "before-a-resume", "before-two-resumes", "first-line", "blank"],
+)
+def test_torn_lines_are_dropped_where_a_kill_leaves_them_and_counted(
+    tmp_path: Path, lines: list[str], torn: list[int]
+) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    (folder.path / "samples.jsonl").write_text("\n".join(lines))
+    read = folder.read_samples()
+    assert read.torn == torn
+    assert len(read.samples) == len(lines) - len(torn) - lines.count("")
+
+
+def test_a_torn_line_cut_inside_a_character_is_torn_too(tmp_path: Path) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    cut = sample(1, error="é" * 40).model_dump_json().encode()
+    (folder.path / "samples.jsonl").write_bytes(_line(0).encode() + b"\n" + cut[:-46])
+    assert folder.read_samples() == runs.Samples([sample(0)], torn=[2])
+
+
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_a_special_samples_file_is_one_located_line(tmp_path: Path, kind: str) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    path = folder.path / "samples.jsonl"
+    message = special.make(kind, path)
+    with special.deadline(5), pytest.raises(InvalidInput) as info:
+        folder.samples()
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+@pytest.mark.parametrize(
+    ("relative", "message"),
+    [
+        ("metrics/gone.prom", "metrics/gone.prom: the /metrics snapshot that run.json names is"),
+        ("../outside.prom", "../outside.prom: a symlink to a file outside"),
+        ("metrics/garbage.prom", "metrics/garbage.prom: /metrics is not Prometheus text"),
+    ],
+    ids=["missing", "outside-the-folder", "not-prometheus"],
+)
+def test_a_metrics_snapshot_is_read_inside_the_run_folder(
+    tmp_path: Path, relative: str, message: str
+) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    (tmp_path / "outside.prom").write_text("vllm:x 1\n")
+    (folder.path / "metrics" / "garbage.prom").write_text("vllm:x{ 1\n")
+    with pytest.raises(InvalidInput) as info:
+        folder.read_metrics(relative)
+    assert str(info.value).startswith(f"{folder.path}/{message}")
+
+
+def _resumable(tmp_path: Path) -> Path:
+    from tests.support.runs import make_run
+
+    shutil.copytree(REPO / "bench" / "prompts", tmp_path / "bench" / "prompts")  # the spec's
+    return make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0}, status="interrupted")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("order", "run.json:1: order[1]: [0, 'nosuch'] is not a round and an arm of spec.yaml"),
+        ("round", "run.json:1: order[0]: [7, 'baseline'] is not a round and an arm of spec.yaml"),
+        (
+            "samples",
+            "samples.jsonl:2: not a sample (not JSON), and not where a killed run leaves a torn line",
+        ),
+        ("run.json", "run.json:1: not JSON: Expecting value"),
+    ],
+)
+def test_a_resume_of_a_damaged_folder_is_one_located_line_and_writes_nothing(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+
+    run = _resumable(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    if damage in ("order", "round"):
+        meta["order"] = [[7, "baseline"]] if damage == "round" else [[0, "baseline"], [0, "nosuch"]]
+        (run / "run.json").write_text(json.dumps(meta))
+    elif damage == "samples":
+        lines = (run / "samples.jsonl").read_text().splitlines()
+        (run / "samples.jsonl").write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
+    else:
+        (run / "run.json").write_text("")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(cli, ["bench", "--resume", str(run)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [f"{run}/{message}", "1 problem in 1 file(s)"]
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_record_of_a_run_without_a_metrics_snapshot_is_one_located_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support.runs import make_run
+
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    (run / "metrics" / "ngram-0-after.prom").unlink()
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(tmp_path / "records")])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"{run}/metrics/ngram-0-after.prom: the /metrics snapshot that run.json names is missing"
+    )

@@ -1,14 +1,18 @@
-"""The file-system edge: atomic writes, finding YAML files, the fingerprint cache."""
+"""The file-system edge: bounded reads of regular files, atomic writes, locks, finding YAML
+files, the fingerprint cache."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from kbgen.errors import Conflict, InvalidInput
 from kbgen.kb import files
+from tests.support import special
 
 
 def test_write_atomic_replaces_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -77,3 +81,102 @@ def test_read_json_locates_what_is_wrong(tmp_path: Path, content: str, message: 
     (tmp_path / "x.json").write_text(content)
     with pytest.raises(InvalidInput, match=message):
         files.read_json(tmp_path / "x.json")
+
+
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_read_regular_refuses_what_is_not_a_regular_file_in_its_folder(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "inputs" / "x.yaml"
+    message = special.make(kind, path)
+    with special.deadline(5), pytest.raises(InvalidInput) as info:
+        files.read_regular(path, 1024)
+    [problem] = info.value.problems
+    assert (problem.path, problem.line) == (path, None)
+    assert problem.message.startswith(message)
+    assert special.OUTSIDE.decode() not in str(info.value)
+
+
+def test_read_regular_follows_a_symlink_that_stays_inside_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "real.yaml").write_bytes(b"x: 1\n")
+    (tmp_path / "link.yaml").symlink_to("sub/real.yaml")
+    assert files.read_regular(tmp_path / "link.yaml", 1024) == b"x: 1\n"
+    # the same link is outside when the folder it belongs to is narrower
+    (tmp_path / "sub" / "other").mkdir()
+    (tmp_path / "sub" / "other" / "up.yaml").symlink_to("../real.yaml")
+    with pytest.raises(InvalidInput, match="outside"):
+        files.read_regular(tmp_path / "sub" / "other" / "up.yaml", 1024)
+    assert files.read_regular(tmp_path / "sub" / "other" / "up.yaml", 1024, tmp_path / "sub")
+
+
+def test_read_regular_refuses_a_path_through_a_folder_linked_outside(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "data").write_bytes(special.OUTSIDE)
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(InvalidInput, match="outside"):
+        files.read_regular(tmp_path / "kb" / "linked" / "data", 1024, tmp_path / "kb")
+
+
+@pytest.mark.parametrize("size", [0, 10, 11])
+def test_read_regular_takes_up_to_the_limit_and_refuses_more(tmp_path: Path, size: int) -> None:
+    limit = 10
+    path = tmp_path / "x"
+    path.write_bytes(b"a" * size)
+    if size <= limit:
+        assert files.read_regular(path, limit) == b"a" * size
+    else:
+        with pytest.raises(InvalidInput, match=f"x: too large .*the limit is {limit}"):
+            files.read_regular(path, limit)
+
+
+def test_read_regular_says_no_such_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"nothing\.json: no such file"):
+        files.read_json(tmp_path / "nothing.json")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"a": ' + b"1" * 5000 + b"}", r"x\.json: not JSON: Exceeds the limit"),
+        (b"[" * 100_000 + b"]" * 100_000, r"x\.json: not JSON: nested too deeply"),
+        (b'{"a": "caf\xe9"}', r"x\.json:1: not UTF-8 text \(byte 0xe9\)"),
+    ],
+    ids=["huge-integer", "deep", "latin-1"],
+)
+def test_read_json_locates_what_json_cannot_read(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    (tmp_path / "x.json").write_bytes(content)
+    with pytest.raises(InvalidInput, match=message):
+        files.read_json(tmp_path / "x.json")
+
+
+def test_holds_and_ends_a_line_never_block_on_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "page.md")
+    with special.deadline(5):
+        assert not files.holds(tmp_path / "page.md", b"text")
+        with pytest.raises(InvalidInput, match="not a regular file"):
+            files.ends_a_line(tmp_path / "page.md")
+        assert files.write_if_changed(tmp_path / "page.md", b"text")  # replaced, not written into
+    assert (tmp_path / "page.md").read_bytes() == b"text"
+
+
+def test_locked_lets_one_holder_in_at_a_time(tmp_path: Path) -> None:
+    inside, log = threading.Event(), []
+
+    def second() -> None:
+        inside.wait()
+        with files.locked(tmp_path):
+            log.append("second")
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with files.locked(tmp_path):
+        inside.set()
+        time.sleep(0.2)  # the second holder waits on the lock meanwhile
+        log.append("first")
+    thread.join(5)
+    assert log == ["first", "second"]
+    assert os.listdir(tmp_path) == []  # no lock file left behind

@@ -11,6 +11,7 @@ import pytest
 from kbgen.kb import loading as kb
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD, REPO
+from tests.support import special
 
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
@@ -412,3 +413,24 @@ def test_scan_hands_each_file_to_each_and_takes_known_files_as_given(
     assert parsed == [plan_path] and again.products[record_path] == "as cached"
     assert [p.field for p in again.problems] == ["resolves[0]"]  # known files are cross-checked
     assert kb.scan([kb_dir], named, known=known, references=False).problems == []
+
+
+@pytest.mark.parametrize("kind", sorted(set(special.SPECIAL) - {"folder"}))  # a folder: walked
+def test_a_special_file_among_the_records_is_one_located_problem(kb_dir: Path, kind: str) -> None:
+    path = kb_dir / "special.yaml"
+    message = special.make(kind, path)
+    with special.deadline(5):
+        base = kb.load([kb_dir])
+    [problem] = base.problems
+    assert (problem.path, problem.line) == (path, None) and problem.message.startswith(message)
+    assert set(base.records) == {"ngram-test"}
+
+
+def test_a_symlink_to_a_record_inside_the_knowledge_base_is_read(kb_dir: Path) -> None:
+    (kb_dir / "old").mkdir()
+    (kb_dir / "old" / "moved.yaml").write_text(RECORD.replace("id: ngram-test", "id: moved"))
+    (kb_dir / "old" / "moved-link.yaml").symlink_to("moved.yaml")
+    problems = kb.load([kb_dir]).problems
+    assert [p.message for p in problems] == [  # read, so its id is checked like any file's
+        "'moved' must equal the file name ('moved-link')"
+    ]

@@ -109,3 +109,24 @@ def test_a_run_folder_written_before_the_models_becomes_a_record(tmp_path: Path)
     assert record.config.hardware.model_dump(exclude_unset=True) == {}  # none in run.json
     assert [len(evidence.windows[v]) for v in ("a", "b")] == [2, 1]
     assert len(evidence.final()[0]) == 8
+
+
+def test_torn_samples_lines_are_dropped_with_a_caveat_and_others_refused(
+    tmp_path: Path, records: Path
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    samples = run / "samples.jsonl"
+    lines = samples.read_text().splitlines()
+    redone = RunFolder.open(run).samples()[-1].model_copy(update={"attempt": 1})
+    torn = [*lines, lines[-1][:40], redone.model_dump_json(exclude_none=True)]
+    samples.write_text("\n".join(torn) + "\n")
+    saved = kb.load_file(command.record_run(run, records))
+    assert saved.verdict is not None
+    assert [c for c in saved.verdict.caveats if "torn" in c] == [
+        "1 line(s) of the run's samples.jsonl were torn by a kill mid-write and dropped "
+        "(their requests were sent again on the resume)"
+    ]
+    samples.write_text("\n".join([lines[0], lines[1][:40], *lines[1:]]) + "\n")  # mid-attempt
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{samples}:2: not a sample (not JSON)")

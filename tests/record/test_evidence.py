@@ -7,8 +7,13 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from kbgen.bench.metrics import Counters
+from kbgen.errors import InvalidInput
+from kbgen.record import evidence as evidence_module
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
+from tests.support import special
 from tests.support.runs import make_sample
 
 
@@ -46,3 +51,60 @@ def test_a_committed_samples_file_is_written_back_byte_for_byte() -> None:
     assert evidence.windows["ngram"][0].spec_decode is not None
     assert evidence.windows["baseline"][0].spec_decode is None
     assert samples_bytes(evidence) == path.read_bytes()
+
+
+def _packed(*lines: str) -> bytes:
+    return gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
+
+
+HEADER = json.dumps({"kind": "evidence", "baseline": "a", "variants": ["a", "b"], "classes": []})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_packed(HEADER, '{"kind": "sample", "variant": 1}'), "x.gz:2: prompt_class: "),
+        (_packed(HEADER, "{torn"), "x.gz:2: not a line of a samples file: Expecting"),
+        (_packed(HEADER, "[]"), "x.gz:2: not a line of a samples file"),
+        (_packed(HEADER, '{"kind": "other"}'), "x.gz:2: kind: unknown kind 'other'"),
+        (_packed('{"kind": "evidence", "baseline": 1}'), "x.gz:1: baseline: "),
+        (_packed(""), "x.gz:1: not a line of a samples file"),
+        (b"not gzip", "x.gz: not a gzip file"),
+        (_packed(HEADER)[:-12], "x.gz: a truncated gzip file"),
+    ],
+    ids=[
+        "not-a-sample",
+        "not-json",
+        "not-an-object",
+        "unknown-kind",
+        "bad-header",
+        "empty",
+        "not-gzip",
+        "truncated",
+    ],
+)
+def test_a_bad_samples_file_is_located(tmp_path: Path, content: bytes, message: str) -> None:
+    (tmp_path / "x.gz").write_bytes(content)
+    with pytest.raises(InvalidInput) as info:
+        read_samples(tmp_path / "x.gz")
+    assert any(str(p).startswith(f"{tmp_path}/{message}") for p in info.value.problems), str(
+        info.value
+    )
+
+
+def test_a_samples_file_that_unpacks_past_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(evidence_module, "MAX_SAMPLES_BYTES", 1000)
+    (tmp_path / "x.gz").write_bytes(gzip.compress(b" " * 1001))  # 29 bytes packed
+    with pytest.raises(InvalidInput, match=r"x\.gz: unpacks to more than 1,000 bytes"):
+        read_samples(tmp_path / "x.gz")
+
+
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_a_special_samples_file_is_one_located_line(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "kb" / "x.samples.jsonl.gz"
+    message = special.make(kind, path)
+    with special.deadline(5), pytest.raises(InvalidInput) as info:
+        read_samples(path)
+    assert str(info.value).startswith(f"{path}: {message}")

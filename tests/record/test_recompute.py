@@ -78,3 +78,22 @@ def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
     assert ngram.drafts and ngram.mean_acceptance_length and ngram.mean_acceptance_length > 1
     checked = CliRunner().invoke(cli, ["record", "--check", str(path)])
     assert checked.exit_code == 0, checked.output
+
+
+def test_check_reads_no_samples_through_a_folder_linked_outside(
+    tmp_path: Path, records: Path
+) -> None:
+    path = command.record_run(
+        make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}), records
+    )
+    samples = path.parent / f"{path.stem}.samples.jsonl.gz"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    samples.rename(elsewhere / samples.name)  # the right bytes, but outside the records
+    (records / "linked").symlink_to(elsewhere)
+    doc = store.load_document(path)
+    doc.data["raw_samples"]["path"] = f"linked/{samples.name}"
+    store.save(doc)
+    [problem] = recompute.recompute(path)
+    assert problem.field == "raw_samples.path" and problem.line is not None
+    assert problem.message == f"a symlink to a file outside {records}; not read"

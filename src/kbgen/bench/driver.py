@@ -37,9 +37,10 @@ from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec
-from kbgen.errors import ServerFailed, ServerUnreachable
+from kbgen.errors import InvalidInput, ServerFailed, ServerUnreachable
 from kbgen.kb import git
 from kbgen.kb.models import Hardware, baseline_first
+from kbgen.kb.problems import located
 
 
 @dataclass(frozen=True, order=True)
@@ -213,6 +214,27 @@ def _key(sample: Sample) -> Key:
     )
 
 
+def suite_of(workload: WorkloadSpec) -> dict[str, list[str]]:
+    """The prompts a run sends, by class; InvalidInput located in the suite otherwise."""
+    return prompts.load(Path(workload.prompts), workload.classes, workload.per_class)
+
+
+def check_inputs(spec: ExperimentSpec, folder: RunFolder | None = None) -> None:
+    """Everything a run reads before it measures, checked before it writes a byte: the prompt
+    suite, and on a resume (`folder`) its run.json (every window of its order an arm and a
+    round of the spec) and its samples. A spec or folder that fails leaves no trace."""
+    suite_of(spec.workload)
+    if folder is None:
+        return
+    meta = folder.meta()
+    rounds = range(spec.workload.rounds)
+    for i, (round_, arm) in enumerate(meta.order or []):
+        if arm not in spec.variants or round_ not in rounds:
+            what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
+            raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
+    folder.read_samples()
+
+
 def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
     """The order run.json recorded; a folder from before rounds existed: `order(spec)`."""
     if meta.order is None:
@@ -228,9 +250,7 @@ class _Run:
     ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
-        self.suite = prompts.load(
-            Path(self.workload.prompts), self.workload.classes, self.workload.per_class
-        )
+        self.suite = suite_of(self.workload)
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
@@ -400,8 +420,7 @@ def totals(
         for w in info.windows:
             if not w.after:
                 continue
-            before = metrics.parse((folder.path / w.before).read_text())
-            after = metrics.parse((folder.path / w.after).read_text())
+            before, after = folder.read_metrics(w.before), folder.read_metrics(w.after)
             counted = metrics.window(before, after, info.model)
             in_window = [
                 s for s in mine if s.attempt == w.attempt and w.start_ns <= s.sent_ns <= w.end_ns

@@ -3,6 +3,8 @@
 The repository's suite (`bench/prompts/seed.jsonl`) holds the reference experiment's three
 classes — coding, math, explanatory; a user's own file has the same shape. Lines are kept in file
 order, so a suite is deterministic: the same spec sends the same prompts in the same order.
+A suite is read as any input file is (`files.read_regular`): a regular file, at most
+`MAX_BYTES`, so a FIFO or a device named as the suite is an error, not a hang.
 """
 
 from __future__ import annotations
@@ -11,25 +13,30 @@ import json
 from pathlib import Path
 
 from kbgen.errors import InvalidInput, Problem
+from kbgen.kb import files
+
+MAX_BYTES = 64 * files.MIB  # the seed suite is 20 KB; a suite this large is a mistake
 
 
 def load(path: Path, classes: list[str], per_class: int | None = None) -> dict[str, list[str]]:
     """The prompts of each wanted class, in file order; InvalidInput names file and line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as exc:
-        raise InvalidInput([Problem(path, None, "", "no such prompt file")]) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput([Problem(path, None, "", f"cannot read: {exc}")]) from exc
+    if not path.exists() and not path.is_symlink():
+        raise InvalidInput([Problem(path, None, "", "no such prompt file")])
     found: dict[str, list[str]] = {name: [] for name in classes}
     problems = []
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(files.read_regular(path, MAX_BYTES).split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+            problems.append(Problem(path, number, "", message))
+            continue
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(path, number, "", f"not JSON: {exc.msg}"))
+        except (ValueError, RecursionError) as exc:
+            problems.append(Problem(path, number, "", f"not JSON: {files.json_fault(exc)}"))
             continue
         if not isinstance(entry, dict) or not isinstance(entry.get("prompt"), str):
             problems.append(Problem(path, number, "prompt", "each line needs a string `prompt`"))

@@ -11,25 +11,45 @@ The two JSON files are read and written as `bench.run_models`' models; a file th
 fit them is an InvalidInput located at its line and field.
 
 A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
-atomically. A line torn by a kill mid-write is ignored on reading and the request is redone;
-the next append starts a line of its own after it.
+atomically. A line torn by a kill mid-write is dropped on reading (and counted: the record says
+how many) and its request is redone; the next append starts a line of its own after it. A torn
+line can only be the last line a run wrote, so a line that is not JSON is taken for one only
+there — at the end of the file, or where the next sample comes from a later attempt — and is an
+error anywhere else, as is a JSON line that is not a sample: never silently dropped.
+
+Every file is read inside the run folder (`files.read_regular`): a metrics path in run.json
+that leads out of it is refused, as is a FIFO or a device put in its place.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
 
 from pydantic import ValidationError
 
+from kbgen.bench import metrics
 from kbgen.bench.run_models import RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
-from kbgen.errors import InvalidInput, KbgenError, UsageError
+from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
 from kbgen.kb import files
 from kbgen.kb.models import Model
+
+MAX_SAMPLES_BYTES = 1024 * files.MIB  # about half a million requests of 1,000 tokens each
+MAX_METRICS_BYTES = 64 * files.MIB  # a /metrics scrape of vLLM is a few hundred KB
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The samples of a run folder, and the line numbers of torn lines dropped."""
+
+    samples: list[Sample]
+    torn: list[int] = dataclasses.field(default_factory=list)
 
 
 class RunFolder:
@@ -101,17 +121,15 @@ class RunFolder:
             self._samples = None
 
     def samples(self) -> list[Sample]:
-        """Every complete sample line; a torn last line (a kill mid-write) is skipped."""
+        """Every sample; torn lines (a kill mid-write) are dropped (`read_samples`)."""
+        return self.read_samples().samples
+
+    def read_samples(self) -> Samples:
+        """Every sample, and the torn lines dropped; InvalidInput at any other bad line."""
         path = self.path / "samples.jsonl"
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(Sample.model_validate_json(line))
-            except ValidationError:
-                continue
-        return out
+        if not os.path.lexists(path):
+            return Samples([])
+        return parse_samples(path, files.read_regular(path, MAX_SAMPLES_BYTES, self.path))
 
     # --- the rest --------------------------------------------------------------------------
 
@@ -120,8 +138,61 @@ class RunFolder:
         files.write_atomic(path, text.encode())
         return path
 
+    def read_metrics(self, relative: str) -> metrics.Snapshot:
+        """A `/metrics` snapshot named in run.json (relative to the folder), parsed."""
+        path = self.path / relative
+        if not os.path.lexists(path):
+            message = "the /metrics snapshot that run.json names is missing"
+            raise InvalidInput([Problem(path, None, "", message)])
+        raw = files.read_regular(path, MAX_METRICS_BYTES, self.path)
+        try:
+            return metrics.parse(raw.decode("utf-8", errors="replace"))
+        except MetricsError as exc:
+            raise InvalidInput([Problem(path, None, "", str(exc))]) from exc
+
     def write_totals(self, totals: RunTotals) -> None:
         files.write_atomic(self.path / "summary.json", _json(totals))
+
+
+def parse_samples(path: Path, data: bytes) -> Samples:
+    """The samples of a samples.jsonl's bytes; a line that is not JSON is torn, and dropped,
+    only where a kill can leave one — the last line an attempt wrote — and every other bad line
+    is a problem at its line."""
+    lines: list[tuple[int, Sample | None]] = []  # None: not JSON
+    problems: list[Problem] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            lines.append((number, Sample.model_validate_json(line)))
+        except ValidationError as exc:
+            if any(e["type"] == "json_invalid" for e in exc.errors()):
+                lines.append((number, None))
+                continue
+            from kbgen.kb.problems import problems_of  # its YAML, only when there is a fault
+
+            problems += [dataclasses.replace(p, line=number) for p in problems_of(path, exc)]
+    # the attempt of the next sample after each line (None: no sample follows)
+    following: list[int | None] = []
+    attempt: int | None = None
+    for _, sample in reversed(lines):
+        following.append(attempt)
+        attempt = sample.attempt if sample is not None else attempt
+    following.reverse()
+    samples, torn = [], []
+    before = 0  # the attempt of the last sample so far: a torn line's attempt is no earlier
+    for (number, sample), after in zip(lines, following, strict=True):
+        if sample is not None:
+            samples.append(sample)
+            before = sample.attempt
+        elif after is None or after > before:
+            torn.append(number)
+        else:
+            message = "not a sample (not JSON), and not where a killed run leaves a torn line"
+            problems.append(Problem(path, number, "", message))
+    if problems:
+        raise InvalidInput(problems)
+    return Samples(samples, torn)
 
 
 M = TypeVar("M", bound=Model)
@@ -134,7 +205,7 @@ def _json(model: Model) -> bytes:
 
 def _read(path: Path, model: type[M]) -> M:
     """A JSON file of the run folder as `model`; InvalidInput located at its line and field."""
-    data = files.read_json(path)
+    data = files.read_json(path, inside=path.parent)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

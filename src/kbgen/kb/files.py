@@ -1,22 +1,122 @@
-"""The file-system edge: atomic writes, free names, finding files, stat fingerprints, JSON reads.
+"""The file-system edge: bounded reads, atomic writes, locks, free names, finding files, stat
+fingerprints, JSON reads.
 
 No YAML here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
-alone. Writes are atomic — a temporary file beside the target, fsync, rename — so a crash leaves
-the old file or the new one, never a torn one; `write_if_changed` leaves a file that already
-holds the bytes untouched, mtime included.
+alone. Every input file is read through `read_regular`: a regular file (never a FIFO, a device
+or a folder, so a read never hangs), inside the folder it belongs to (a symlink may lead only
+to a file within that folder, so nothing from outside the repository is read or published),
+and no larger than its format's limit. Writes are atomic — a temporary file beside the target,
+fsync, rename — so a crash leaves the old file or the new one, never a torn one;
+`write_if_changed` leaves a file that already holds the bytes untouched, mtime included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import itertools
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kbgen.errors import Conflict, InvalidInput, Problem, StoreError
+from kbgen.errors import Conflict, InvalidInput, KbgenError, Problem, StoreError
+
+MIB = 1024 * 1024
+MAX_JSON_BYTES = 256 * MIB  # run.json, summary.json, other tools' result files
+_PROC_FD = "/proc/self/fd"  # where Linux says which file a descriptor holds (race-free)
+
+
+def read_regular(path: Path, limit: int, inside: Path | None = None) -> bytes:
+    """The bytes of `path` if it is a regular file of at most `limit` bytes inside `inside`.
+
+    `inside` (by default the folder `path` is named in) is the folder the file belongs to:
+    a symlink is followed only to a file within it (a record linking to `/etc/passwd`, a
+    samples path through a linked folder, are refused). Everything else — no such file, a
+    dangling symlink, a folder, a FIFO, a device, a file over the limit — is one InvalidInput
+    at the file, found without reading a byte and without blocking: the file is opened
+    non-blocking and checked on the descriptor (fstat), so a swap after the check is caught.
+    The disk refusing (permissions) is a StoreError.
+    """
+    folder = path.parent if inside is None else inside
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        dangling = os.path.islink(path)
+        raise _refused(path, "a dangling symlink" if dangling else "no such file") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, "a symlink loop") from exc
+        if exc.errno == errno.ENXIO:  # what opening a socket says
+            raise _refused(path, "a socket, not a regular file") from exc
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refused(path, f"{_kind_of(info.st_mode)}, not a regular file")
+        if not _within(_opened(fd, path), os.path.realpath(folder)):
+            raise _refused(path, f"a symlink to a file outside {folder}; not read")
+        if info.st_size > limit:
+            raise _refused(path, f"too large ({info.st_size:,} bytes; the limit is {limit:,})")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read(limit + 1)  # a file growing while read is cut, not followed
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise _refused(path, f"too large (over {limit:,} bytes, the limit)")
+    return data
+
+
+def _refused(path: Path, message: str) -> InvalidInput:
+    return InvalidInput([Problem(path, None, "", message)])
+
+
+def _kind_of(mode: int) -> str:
+    kinds = [
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((what for test, what in kinds if test(mode)), "a special file")
+
+
+def _opened(fd: int, path: Path) -> str:
+    """The real path of the file open as `fd`: from the descriptor where the system tells it
+    (Linux), else from the name, resolved (a symlink swapped meanwhile goes unseen there)."""
+    try:
+        return os.readlink(f"{_PROC_FD}/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _within(real: str, folder: str) -> bool:
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (flock on the folder itself: no lock file is left
+    behind) while the block runs, creating the folder if need be: writers that check, then
+    write several files in it (a record and its samples) take turns, so a loser sees the
+    winner's files before it writes any. Advisory: only writers that take the lock are kept
+    out."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreError(f"{folder}: cannot lock: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: bool = True) -> None:
@@ -58,10 +158,11 @@ def write_atomic(path: Path, content: bytes, *, replace: bool = True, durable: b
 
 
 def holds(path: Path, content: bytes) -> bool:
-    """Whether the file at `path` holds exactly `content` (False when it cannot be read)."""
+    """Whether `path` is a regular file holding exactly `content` (False when it cannot be
+    read, or is anything else: a FIFO, a symlink out of its folder)."""
     try:
-        return path.read_bytes() == content
-    except OSError:
+        return read_regular(path, len(content)) == content
+    except KbgenError:
         return False
 
 
@@ -76,9 +177,13 @@ def write_if_changed(path: Path, content: bytes, *, durable: bool = True) -> boo
 def ends_a_line(path: Path) -> bool:
     """Whether the file is empty, missing, or its last byte ends a line: whether an append
     (of samples, of a server's log) starts a line of its own."""
-    if not path.exists():
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
         return True
-    with path.open("rb") as file:
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _refused(path, "not a regular file; not appended to")
         if file.seek(0, os.SEEK_END) == 0:
             return True
         file.seek(-1, os.SEEK_END)
@@ -101,24 +206,38 @@ def free_path(
     """
     for suffix in itertools.chain([""], numbered() if suffixes is None else suffixes):
         path = folder / f"{stem}{suffix}{extension}"
-        if not path.exists():
+        if not os.path.lexists(path):  # a dangling symlink takes its name too
             return path
     raise StoreError(f"{folder}: no free name for {stem}{extension}")
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from `path`; InvalidInput located at the fault otherwise."""
+def read_json(
+    path: Path, limit: int = MAX_JSON_BYTES, inside: Path | None = None
+) -> dict[str, Any]:
+    """A JSON object from `path` (read by `read_regular`); InvalidInput located at the fault
+    otherwise."""
+    raw = read_regular(path, limit, inside)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InvalidInput([Problem(path, None, "", "no such file")]) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput([Problem(path, None, "", f"cannot read: {exc}")]) from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInput([Problem(path, exc.lineno, "", f"not JSON: {exc.msg}")]) from exc
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        raise InvalidInput([Problem(path, line, "", message)]) from exc
+    except (ValueError, RecursionError) as exc:
+        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
+        raise InvalidInput([Problem(path, line, "", f"not JSON: {json_fault(exc)}")]) from exc
     if not isinstance(data, dict):
         raise InvalidInput([Problem(path, 1, "", "expected a JSON object")])
     return data
+
+
+def json_fault(exc: ValueError | RecursionError) -> str:
+    """What `json.loads` found wrong, in words: its message, or why it gave up."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)  # e.g. an integer of more digits than Python converts
 
 
 _COUNTER = itertools.count()
@@ -151,6 +270,9 @@ def _fsync_dir(folder: Path) -> None:
 Fingerprint = list[int]  # size, mtime in ns, inode: see `fingerprint`
 
 
+MAX_CACHE_BYTES = 1024 * MIB  # a cache larger than this is ignored (and rewritten)
+
+
 class FingerprintCache:
     """JSON values remembered per file, each returned while the file keeps its fingerprint.
 
@@ -163,10 +285,10 @@ class FingerprintCache:
         self.path, self.key, self.changed = path, key, False
         self.entries: dict[str, list[Any]] = {}  # absolute path -> [fingerprint, value]
         try:
-            content = json.loads(path.read_bytes())
+            content = json.loads(read_regular(path, MAX_CACHE_BYTES))
             if content.get("key") == key:
                 self.entries = content["entries"]
-        except (OSError, ValueError, AttributeError, KeyError):
+        except (KbgenError, ValueError, AttributeError, KeyError, RecursionError):
             pass
 
     def get(self, path: Path, fingerprint: Fingerprint) -> Any | None:

@@ -112,6 +112,16 @@ def load_model(path: Path, model: type[M]) -> M:
         raise InvalidInput(problems_of(path, exc, store.load_document(path).data)) from exc
 
 
+def load_with_document(path: Path, model: type[M]) -> tuple[M, store.Document]:
+    """A YAML file validated as `model`, and the round-trip document it was validated from
+    (to fill in and save: `store.save` refuses if the file changed since this read)."""
+    doc = store.load_document(path)
+    try:
+        return model.model_validate(store.plain(doc.data)), doc
+    except ValidationError as exc:
+        raise InvalidInput(problems_of(path, exc, doc.data)) from exc
+
+
 def load_file(path: Path) -> Record | Plan:
     """One validated record or plan; raises InvalidInput listing all its problems."""
     doc = load_model(path, kind_of(path))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from kbgen.errors import Conflict, InvalidInput, Problem, StoreError
-from kbgen.kb.files import write_atomic
+from kbgen.errors import Conflict, InvalidInput, KbgenError, Problem
+from kbgen.kb.files import MIB, read_regular, write_atomic
 
-MAX_BYTES = 8 * 1024 * 1024  # a record is a few KB; anything this large is a mistake
+MAX_BYTES = 8 * MIB  # a record, plan or spec is a few KB; anything this large is a mistake
 MAX_VALUES = 200_000  # values in one document, aliases expanded
 MAX_DEPTH = 100  # nesting of flow collections; the parsers recurse and crawl long before failing
 
@@ -156,19 +157,10 @@ def _problem(path: Path, message: str, line: int | None = None) -> InvalidInput:
     return InvalidInput([Problem(path, line, "", message)])
 
 
-def read_text(path: Path) -> tuple[str, str]:
-    """The file's text and sha256; a file that is not small UTF-8 text is an InvalidInput."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise _problem(path, f"file is too large ({size:,} bytes; the limit is {MAX_BYTES:,})")
-        raw = path.read_bytes()
-    except IsADirectoryError as exc:
-        raise _problem(path, "is a folder, not a file") from exc
-    except FileNotFoundError as exc:
-        raise _problem(path, "no such file") from exc
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read: {exc.strerror}") from exc
+def read_text(path: Path, inside: Path | None = None) -> tuple[str, str]:
+    """The file's text and sha256; a file that is not small UTF-8 text, or not a regular file
+    inside `inside` (`files.read_regular`), is an InvalidInput."""
+    raw = read_regular(path, MAX_BYTES, inside)
     nul = raw.find(b"\0")
     if nul >= 0:
         raise _problem(path, "not a text file (NUL byte)", raw.count(b"\n", 0, nul) + 1)
@@ -256,9 +248,9 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def load_fast(path: Path) -> dict[str, Any]:
+def load_fast(path: Path, inside: Path | None = None) -> dict[str, Any]:
     """Plain Python data of a YAML mapping file, parsed by the fast path (no positions)."""
-    text, _ = read_text(path)
+    text, _ = read_text(path, inside)
     if not _suspicious(text):
         try:
             data = _from_events(text)
@@ -270,9 +262,9 @@ def load_fast(path: Path) -> dict[str, Any]:
     return plain(_parse(_round_trip_yaml(), path, text))  # type: ignore[no-any-return]
 
 
-def load_document(path: Path) -> Document:
+def load_document(path: Path, inside: Path | None = None) -> Document:
     """The round-trip tree of a YAML mapping file: comments, key order and positions kept."""
-    text, digest = read_text(path)
+    text, digest = read_text(path, inside)
     return Document(path, _parse(_round_trip_yaml(), path, text), digest)
 
 
@@ -362,21 +354,30 @@ def plain(tree: Any) -> Any:
 
 
 def _digest_on_disk(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
+    try:
+        return hashlib.sha256(read_regular(path, MAX_BYTES)).hexdigest()
+    except KbgenError:
+        return "unreadable"  # matches no digest: a file that became a FIFO is not overwritten
+
+
+def unchanged(doc: Document) -> None:
+    """Raise Conflict when the file is no longer what `doc` was read from (or, for a new
+    document, when it exists now)."""
+    if _digest_on_disk(doc.path) != doc.digest:
+        what = "was created" if doc.digest is None else "changed on disk"
+        raise Conflict(f"{doc.path}: {what} since it was read; not overwriting (re-run to retry)")
 
 
 def save(doc: Document) -> None:
     """Write a document atomically; refuse if the file changed since it was read.
 
     Raises Conflict when someone else wrote the file after `doc` was loaded (or created it, for a
-    new document). On success `doc.digest` is the digest of the new content.
+    new document). On success `doc.digest` is the digest of the new content. A writer that
+    writes other files with it checks `unchanged` first, under `files.locked`.
     """
     text = dump(doc.data)
-    if _digest_on_disk(doc.path) != doc.digest:
-        what = "was created" if doc.digest is None else "changed on disk"
-        raise Conflict(f"{doc.path}: {what} since it was read; not overwriting (re-run to retry)")
+    unchanged(doc)
     write_atomic(doc.path, text.encode("utf-8"), replace=doc.digest is not None)
     doc.digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

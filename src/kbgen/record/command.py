@@ -1,8 +1,9 @@
 """`kbgen record`'s two ways in: a run folder, or other tools' result files (`--from`).
 
-Each composes a record and writes it: into a planned record named with `--into`, or as a new
-record under a free name (`DATE-SPEC-ID`, then `-2`, `-3`, ... so a second record of the same
-run never clobbers the first).
+Each composes a record and writes it: into a planned record named with `--into` (as it was
+read before composing: `write` refuses if it changed meanwhile), or as a new record under a
+free name (`DATE-SPEC-ID`, then `-2`, `-3`, ... so a second record of the same run never
+clobbers the first).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def record_run(
     """Turn a run folder into a record: fill `into` (a planned record) or write a new one."""
     run = RunFolder.open(run_path)
     spec = load_spec(run.spec_path)
+    read = None
     if into is not None:
-        planned = loading.load_model(into, Record)
+        planned, read = loading.load_with_document(into, Record)
         if planned.status not in (Status.PLANNED, Status.RUNNING):
             raise UsageError(
                 f"{into}: is {planned.status!r}; only a planned or running record is filled in"
@@ -42,7 +44,7 @@ def record_run(
         record, evidence = compose.from_run(run, path.stem, allow_mismatch, hypothesis)
     except ValidationError as exc:  # a run folder kbgen cannot make a valid record of
         raise InvalidInput(problems_of(path, exc)) from exc
-    return write(path, record, evidence)
+    return write(path, record, evidence, read)
 
 
 def record_import(
@@ -62,8 +64,9 @@ def record_import(
         if not sep or not name or not file:
             raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
         found.append(importer(Path(file), name))
+    read = None
     if into is not None:
-        planned = loading.load_model(into, Record)
+        planned, read = loading.load_with_document(into, Record)
         if planned.hypothesis is None:
             raise UsageError(f"{into}: has no hypothesis to decide")
         path, title, hypothesis = into, planned.title, planned.hypothesis
@@ -87,7 +90,7 @@ def record_import(
         )
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc
-    return write(path, record, evidence)
+    return write(path, record, evidence, read)
 
 
 def _new_path(records: Path, spec_id: str) -> Path:

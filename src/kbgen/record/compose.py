@@ -97,6 +97,11 @@ def from_run(
     if hypothesis != spec.hypothesis:
         caveats.append("the record's hypothesis differs from the spec's; the record's was used")
     evidence = evidence_of_run(run, spec)
+    if evidence.torn:
+        caveats.append(
+            f"{evidence.torn} line(s) of the run's samples.jsonl were torn by a kill mid-write "
+            "and dropped (their requests were sent again on the resume)"
+        )
     first = meta.variants[spec.baseline]
     hardware = meta.hardware or Hardware()
     workload = spec.workload

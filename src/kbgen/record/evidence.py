@@ -9,19 +9,26 @@ machine.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from kbgen.bench import driver
 from kbgen.bench.metrics import Counters
-from kbgen.bench.runs import RunFolder
+from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec
 from kbgen.errors import InvalidInput, Problem
-from kbgen.kb.models import baseline_first
+from kbgen.kb import files
+from kbgen.kb.models import Model, baseline_first
+from kbgen.kb.problems import problems_of
 
 
 @dataclass
@@ -36,6 +43,7 @@ class Evidence:
     # False when the arms' requests cannot be paired by prompt (an import that cannot show both
     # files used the same prompts): the verdict then treats requests as independent draws
     paired: bool = True
+    torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
 
     @property
     def challenger(self) -> str:
@@ -94,7 +102,8 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     `Counters` (no cross-check) so the verdict can say so instead of not seeing it. Each window
     carries the machine load measured meanwhile.
     """
-    meta, samples = run.meta(), run.samples()  # each read once, shared with the totals
+    meta, read = run.meta(), run.read_samples()  # each read once, shared with the totals
+    samples = read.samples
     totals = driver.totals(spec, run, meta, samples).variants
     order = baseline_first(spec.baseline, spec.variants)
     windows: dict[str, list[Counters]] = {}
@@ -116,6 +125,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         classes=list(spec.workload.classes),
         samples=samples,
         windows=windows,
+        torn=len(read.torn),
     )
 
 
@@ -155,25 +165,78 @@ def samples_bytes(evidence: Evidence) -> bytes:
     return buffer.getvalue()
 
 
-def read_samples(path: Path) -> Evidence:
-    """The evidence of a samples file written by `samples_bytes`."""
+def read_samples_file(path: Path, inside: Path | None = None) -> bytes:
+    """The bytes of a samples file, read inside `inside`, the record's folder: a samples path
+    through a symlink that leads out of it is refused (`files.read_regular`)."""
+    return files.read_regular(path, MAX_SAMPLES_BYTES, inside)
+
+
+class _Header(Model):
+    """The first line of a samples file."""
+
+    kind: Literal["evidence"]
+    baseline: str
+    variants: list[str]
+    classes: list[str]
+    paired: bool = True
+
+
+def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
+    """The evidence of a samples file written by `samples_bytes` (its bytes `packed`, or read
+    by `read_samples_file`), unpacked to at most MAX_SAMPLES_BYTES; a line that is not what
+    `samples_bytes` writes is an InvalidInput at its line."""
+    text = _gunzip(path, read_samples_file(path) if packed is None else packed)
+    lines = text.split(b"\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the final newline
+    entry = _line(path, 1, lines[0])
     try:
-        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
-        header = json.loads(lines[0])
-        evidence = Evidence(
-            header["baseline"],
-            header["variants"],
-            header["classes"],
-            paired=header.get("paired", True),
-        )
-        for line in lines[1:]:
-            entry = json.loads(line)
-            kind = entry.pop("kind")
+        header = _Header.model_validate(entry)
+    except ValidationError as exc:
+        raise InvalidInput(
+            [dataclasses.replace(p, line=1) for p in problems_of(path, exc)]
+        ) from exc
+    evidence = Evidence(header.baseline, header.variants, header.classes, paired=header.paired)
+    for number, line in enumerate(lines[1:], start=2):
+        entry = _line(path, number, line)
+        kind = entry.pop("kind", None)
+        try:
             if kind == "window":
-                variant = entry.pop("variant")
+                variant = str(entry.pop("variant", ""))
                 evidence.windows.setdefault(variant, []).append(Counters.model_validate(entry))
-            else:
+            elif kind == "sample":
                 evidence.samples.append(Sample.model_validate(entry))
-    except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise InvalidInput([Problem(path, None, "", f"unreadable samples file: {exc}")]) from exc
+            else:
+                raise InvalidInput([Problem(path, number, "kind", f"unknown kind {kind!r}")])
+        except ValidationError as exc:
+            problems = [dataclasses.replace(p, line=number) for p in problems_of(path, exc)]
+            raise InvalidInput(problems) from exc
     return evidence
+
+
+def _line(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    """One line of a samples file: a JSON object, or InvalidInput at its line."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        message = f"not a line of a samples file: {files.json_fault(exc)}"
+        raise InvalidInput([Problem(path, number, "", message)]) from exc
+    if not isinstance(entry, dict):
+        raise InvalidInput([Problem(path, number, "", "not a line of a samples file")])
+    return entry
+
+
+def _gunzip(path: Path, packed: bytes) -> bytes:
+    """The gzip stream unpacked, refused past MAX_SAMPLES_BYTES (a small file can unpack to
+    gigabytes)."""
+    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        text = unpacker.decompress(packed, MAX_SAMPLES_BYTES + 1)
+    except zlib.error as exc:
+        raise InvalidInput([Problem(path, None, "", f"not a gzip file: {exc}")]) from exc
+    if len(text) > MAX_SAMPLES_BYTES:
+        message = f"unpacks to more than {MAX_SAMPLES_BYTES:,} bytes, the limit"
+        raise InvalidInput([Problem(path, None, "", message)])
+    if not unpacker.eof:
+        raise InvalidInput([Problem(path, None, "", "a truncated gzip file")])
+    return text

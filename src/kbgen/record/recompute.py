@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-from kbgen.errors import Problem
+from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import loading, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
 from kbgen.record import figures, verdict
-from kbgen.record.evidence import read_samples
+from kbgen.record.evidence import read_samples, read_samples_file
 
 # what is recomputed: every figure, and of the verdict its outcomes
 RECOMPUTED: dict[str, Any] = {
@@ -52,12 +53,16 @@ def recompute(path: Path) -> list[Problem]:
     if record.raw_samples is None or record.hypothesis is None:
         return [problem(["raw_samples"], "no samples to recompute the numbers from")]
     samples_path = path.parent / record.raw_samples.path
-    if not samples_path.exists():
+    if not os.path.lexists(samples_path):
         return [problem(["raw_samples", "path"], f"{samples_path} is missing")]
-    digest = hashlib.sha256(samples_path.read_bytes()).hexdigest()
+    try:  # inside the record's folder: never a byte of a file a symlink leads out to
+        packed = read_samples_file(samples_path, path.parent)
+    except InvalidInput as exc:
+        return [problem(["raw_samples", "path"], p.message) for p in exc.problems]
+    digest = hashlib.sha256(packed).hexdigest()
     if record.raw_samples.sha256 and digest != record.raw_samples.sha256:
         return [problem(["raw_samples", "sha256"], f"{samples_path.name} does not match it")]
-    evidence = read_samples(samples_path)
+    evidence = read_samples(samples_path, packed)
     recomputed = record.model_copy(
         update={
             "measurements": figures.measurements(evidence),

@@ -4,6 +4,12 @@ A new record is written as the model sets it, in the model's field order. Fillin
 (or running) record keeps the author's comments and everything the author owns — title,
 context, hypothesis, decision, the verdict's rationale — replaces the generated sections, and
 adds the composed record's plan tasks and tags to the author's own.
+
+A record and its samples file are replaced together or not at all: both are written under a
+lock on the record's folder (`files.locked`), after checking that the record is still what it
+was when the new one was composed — a planned record unchanged since it was read, a new record
+still absent. Of two writers racing for one record, the second finds the first's record
+and raises Conflict before it writes a byte.
 """
 
 from __future__ import annotations
@@ -24,27 +30,36 @@ JOINED = ("resolves", "tags")  # the author's, then the composed record's
 REPLACED = ("measurements", "spec_decode")  # replaced whole, in place: no stale rows
 
 
-def write(path: Path, record: Record, evidence: Evidence | None) -> Path:
-    """Write the samples file (with evidence) and the record at `path`: new, or filled in."""
+def write(
+    path: Path, record: Record, evidence: Evidence | None, planned: store.Document | None = None
+) -> Path:
+    """Write the samples file (with evidence) and the record at `path`: a new record, or
+    `planned` (the record at `path` as read when `record` was composed) filled in.
+
+    Raises Conflict, having written nothing, when the record at `path` is no longer `planned`
+    (or, for a new record, exists now).
+    """
     content = samples_bytes(evidence) if evidence is not None else None
     if content is not None and record.raw_samples is not None:
         sha256 = hashlib.sha256(content).hexdigest()
         record = record.model_copy(
             update={"raw_samples": RawSamples(path=record.raw_samples.path, sha256=sha256)}
         )
-    doc = _filled_in(path, record) if path.exists() else _new(path, record)
-    if content is not None and record.raw_samples is not None:
-        files.write_atomic(path.parent / record.raw_samples.path, content)
-    store.save(doc)
+    with files.locked(path.parent):
+        if planned is None:
+            doc = store.new_document(path, record.model_dump(exclude_unset=True))
+            store.unchanged(doc)
+        else:
+            store.unchanged(planned)
+            doc = _filled_in(planned, record)
+        if content is not None and record.raw_samples is not None:
+            files.write_atomic(path.parent / record.raw_samples.path, content)
+        store.save(doc)
     return path
 
 
-def _new(path: Path, record: Record) -> store.Document:
-    return store.new_document(path, record.model_dump(exclude_unset=True))
-
-
-def _filled_in(path: Path, record: Record) -> store.Document:
-    doc = store.load_document(path)
+def _filled_in(doc: store.Document, record: Record) -> store.Document:
+    path = doc.path
     existing = store.plain(doc.data)
     if existing.get("status") not in ("planned", "running"):
         raise UsageError(
