@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -112,3 +114,65 @@ def test_an_imported_record_is_written_in_the_model_s_order(tmp_path: Path) -> N
     pairs.append(f"ngram={FIXTURES / 'vllm-bench-ngram.json'}")
     path = command.record_import("vllm-bench", pairs, tmp_path, None, spec)
     _same_as_golden("record__imported.yaml", path)
+
+
+# Starts `kbgen record`'s real CLI in a process of its own once kbgen is imported, and holds it
+# until the file named second exists: both writers then reach the record at the same moment.
+RACER = """
+import os, sys, time
+from kbgen.cli import cli
+import kbgen.record.command
+go = sys.argv[1]
+while not os.path.exists(go):
+    time.sleep(0.001)
+cli(sys.argv[2:], prog_name="kbgen")
+"""
+
+
+def test_two_writers_into_one_record_leave_one_writer_s_record_and_samples(
+    tmp_path: Path, records: Path
+) -> None:
+    """Each round: two processes fill the same planned record from different runs. One wins,
+    and its record checks against its own samples; the other changed nothing (exit 3 when it
+    raced the winner, 2 when it came after it and found the record concluded)."""
+    runs = {
+        "fast": make_run(tmp_path / "fast", {"baseline": 60.0, "ngram": 75.0}, prompts=8),
+        "slow": make_run(tmp_path / "slow", {"baseline": 60.0, "ngram": 45.0}, prompts=8),
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    raced = 0
+    for round_ in range(4):
+        planned = records / "2026-11-29-my-plan.yaml"
+        for leftover in records.glob("2026-11-29-my-plan*"):
+            leftover.unlink()
+        planned.write_text(PLANNED)
+        go = tmp_path / f"go-{round_}"
+        racers = {
+            name: subprocess.Popen(
+                [sys.executable, "-c", RACER, str(go), "record", str(run), "--into", str(planned)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, run in runs.items()
+        }
+        go.touch()
+        codes = {name: p.wait(timeout=60) for name, p in racers.items()}
+        outputs = {name: p.communicate() for name, p in racers.items()}
+        [winner] = [name for name, code in codes.items() if code == 0]
+        [(loser, code)] = [(n, c) for n, c in codes.items() if n != winner]
+        assert code in (2, 3), outputs[loser]
+        raced += code == 3
+        if code == 3:
+            assert "changed on disk since it was read" in outputs[loser][1]
+        saved = kb.load_file(planned)
+        assert saved.provenance is not None and saved.provenance.run == runs[winner].name
+        check = CliRunner().invoke(cli, ["record", "--check", str(planned)])
+        assert check.exit_code == 0, check.output  # the winner's numbers, the winner's samples
+        assert sorted(p.name for p in records.iterdir()) == [
+            "2026-11-29-my-plan.samples.jsonl.gz",
+            "2026-11-29-my-plan.yaml",
+            "plans",
+        ]
+    assert raced, "the writers never raced: the test proved nothing"
