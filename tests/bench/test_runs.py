@@ -326,7 +326,8 @@ def _resumable(tmp_path: Path) -> Path:
         ("round", "run.json:1: order[0]: [7, 'baseline'] is not a round and an arm of spec.yaml"),
         (
             "samples",
-            "samples.jsonl:2: not a sample (not JSON), and not where a killed run leaves a torn line",
+            "samples.jsonl:2: not a sample (not JSON), and not where a killed run leaves a "
+            "torn line",
         ),
         ("run.json", "run.json:1: not JSON: Expecting value"),
     ],

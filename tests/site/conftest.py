@@ -28,9 +28,10 @@ def site(tmp_path: Path) -> Site:
 
 
 def read_pages(docs: Path) -> dict[str, str]:
-    """Every file under `docs`, by relative path, as text."""
+    """Every file under `docs`, by relative path, as text (a torn UTF-8 character shows as
+    U+FFFD, so a torn file never matches a whole one)."""
     return {
-        path.relative_to(docs).as_posix(): path.read_text()
+        path.relative_to(docs).as_posix(): path.read_text(errors="replace")
         for path in sorted(docs.rglob("*"))
         if path.is_file()
     }

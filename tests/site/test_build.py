@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 import kbgen
@@ -193,3 +197,84 @@ def test_a_record_linked_from_outside_the_knowledge_base_is_not_published(
     )
     assert not any("SECRET" in text for text in read_pages(docs).values())
     assert not (docs / "records" / "leak.md").exists()
+
+
+KILLS = 20
+RECORDS = 300  # past kb.PARALLEL_FROM, so worker processes render; about 2 s a render here
+
+
+def _tagged(tag: str) -> set[int]:
+    """The live processes whose environment carries `tag`: every descendant of a process
+    started with it, wherever it was reparented to, and however late it started."""
+    found = set()
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get("KBGEN_TEST_TAG") == tag and _running(process.pid):
+                found.add(process.pid)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _served(docs: Path) -> dict[str, str]:
+    """The pages under `docs` that MkDocs would serve: not a hidden temporary file a kill left."""
+    return {
+        rel: text for rel, text in read_pages(docs).items() if not Path(rel).name.startswith(".")
+    }
+
+
+def _write_version(kb_dir: Path, version: str) -> None:
+    for i in range(RECORDS):
+        rid = f"bulk-{i:03d}"
+        text = RECORD.replace("id: ngram-test", f"id: {rid}")
+        (kb_dir / f"{rid}.yaml").write_text(text.replace("title: n-gram", f"title: {version}"))
+
+
+def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    """SIGKILL `kbgen render` KILLS times, at seeded moments, while it rewrites every page (the
+    records switch between two versions): after each kill no process it started is left, and
+    every page is the old version's or the new one's, whole."""
+    from kbgen.kb import loading as kb
+
+    assert RECORDS > kb.PARALLEL_FROM
+    versions = {}
+    for version in ("one", "two"):
+        _write_version(kb_dir, version)
+        build.render_site(kb_dir, tmp_path / version, cache=None)
+        versions[version] = read_pages(tmp_path / version)
+    rng = random.Random(12)
+    tag = f"kbgen-kill-{os.getpid()}"
+    env = {**os.environ, "KBGEN_TEST_TAG": tag, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "kbgen", "render", "--records", str(kb_dir), "--docs"]
+    docs, with_workers = tmp_path / "docs", 0
+    try:
+        for kill in range(KILLS):
+            _write_version(kb_dir, ("one", "two")[kill % 2])
+            render = subprocess.Popen([*command, str(docs)], env=env, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.2, 2.0))
+            descendants = {p.pid for p in psutil.Process(render.pid).children(recursive=True)}
+            with_workers += len(descendants) > 2  # more than the forkserver and resource tracker
+            render.kill()
+            render.wait()
+            deadline = time.monotonic() + 10
+            while (left := _tagged(tag) | set(filter(_running, descendants))) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.05)
+            assert not left, f"kill {kill}: {len(left)} process(es) left"
+            for rel, text in _served(docs).items():
+                assert text in (versions["one"].get(rel), versions["two"].get(rel)), rel
+    finally:  # what a failure left behind: this test's processes only, by their tag
+        for pid in _tagged(tag):
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+    assert with_workers >= KILLS // 2, f"only {with_workers} kills hit worker processes"
+    subprocess.run([*command, str(docs)], env=env, check=True, capture_output=True)
+    assert _served(docs) == versions[("one", "two")[(KILLS - 1) % 2]]
