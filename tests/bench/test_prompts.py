@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from kbgen.bench import prompts
 from kbgen.cli import cli
@@ -200,3 +202,66 @@ def test_a_spec_whose_suite_is_unreadable_leaves_no_run_folder(tmp_path: Path, k
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(str(suite)) and "Traceback" not in result.output
     assert not (tmp_path / "runs").exists()
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=10,
+)
+_ENTRIES = st.fixed_dictionaries(
+    {},
+    optional={
+        "class": st.sampled_from(["coding", "math"]) | _JSON_VALUES,
+        "prompt": st.text(max_size=40) | _JSON_VALUES,
+        "extra": _JSON_VALUES,
+    },
+)
+_LINES = st.one_of(
+    _ENTRIES.map(lambda entry: json.dumps(entry).encode()),
+    _JSON_VALUES.map(lambda value: json.dumps(value).encode()),
+    st.text(max_size=60).map(str.encode),
+    st.binary(max_size=60),
+)
+_GOOD = st.builds(
+    lambda cls, prompt, end: json.dumps({"class": cls, "prompt": prompt}).encode() + end,
+    st.sampled_from(["coding", "math", "other"]) | st.text(max_size=8),
+    st.text(max_size=40),
+    st.sampled_from([b"", b"\r", b" "]),
+)
+SUITES = st.one_of(
+    st.lists(_GOOD | st.just(b""), min_size=2, max_size=12).map(b"\n".join),  # mostly loads
+    st.lists(_GOOD | _LINES, max_size=12).map(b"\n".join),
+    st.binary(max_size=2_000),
+    st.text(max_size=2_000).map(str.encode),
+)
+
+
+@settings(
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(content=SUITES, per_class=st.none() | st.integers(min_value=1, max_value=3))
+@example(content=b'{"class": "coding", "prompt": ' + b"1" * 5_000 + b"}", per_class=None)
+@example(content=b'{"class": "coding", "prompt": "x"}\n' + b"[" * 100_000, per_class=None)
+def test_any_suite_loads_or_is_located_problems(
+    tmp_path: Path, content: bytes, per_class: int | None
+) -> None:
+    """Whatever the file holds: its prompts, or an InvalidInput whose every problem is
+    located in it — never another exception, never a hang."""
+    path = tmp_path / "suite.jsonl"
+    path.write_bytes(content)
+    try:
+        with special.deadline(5):
+            suite = prompts.load(path, ["coding", "math"], per_class)
+    except InvalidInput as exc:
+        assert exc.problems and all(p.path == path for p in exc.problems)
+        assert all(str(p).startswith(f"{path}:") and "\n" not in str(p) for p in exc.problems)
+    else:
+        assert set(suite) == {"coding", "math"}
+        assert all(
+            prompts_ and all(isinstance(p, str) for p in prompts_) for prompts_ in suite.values()
+        )

@@ -7,6 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from kbgen.kb import loading as kb
 from kbgen.kb.models import Plan, Record
@@ -434,3 +437,84 @@ def test_a_symlink_to_a_record_inside_the_knowledge_base_is_read(kb_dir: Path) -
     assert [p.message for p in problems] == [  # read, so its id is checked like any file's
         "'moved' must equal the file name ('moved-link')"
     ]
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20)
+    | st.dates()
+    | st.sampled_from(["next-steps", "test-ngram", "1", ".inf", "yes", "~", "2026-11-01"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+_TASK = st.fixed_dictionaries(
+    {},
+    optional={"id": _SCALARS, "text": _VALUES, "done": _VALUES, "extra": _VALUES},
+)
+_PLAN_DATA = st.fixed_dictionaries(
+    {},
+    optional={
+        "schema_version": st.sampled_from([1, 2, "1", True]) | _SCALARS,
+        "id": st.just("next-steps") | _SCALARS,
+        "title": st.text(max_size=30) | _VALUES,
+        "context": _VALUES,
+        "tasks": st.lists(_TASK, max_size=4) | _VALUES,
+        "unknown": _VALUES,
+    },
+)
+
+
+def _mutated(plan: str, at: int, junk: str) -> bytes:
+    lines = plan.splitlines()
+    lines.insert(at % (len(lines) + 1), junk)
+    return "\n".join(lines).encode()
+
+
+PLAN_FILES = st.one_of(
+    _PLAN_DATA.map(lambda data: yaml.safe_dump(data, allow_unicode=True).encode()),
+    st.builds(
+        _mutated,
+        st.just(PLAN),
+        st.integers(min_value=0),
+        st.text(alphabet=":-[]{}&*!|>#'\" \t\nab1", max_size=20) | st.text(max_size=20),
+    ),
+    st.binary(max_size=1_000),
+    st.text(max_size=1_000).map(str.encode),
+)
+
+
+@settings(
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(content=PLAN_FILES)
+@example(content=PLAN.encode())  # the valid plan: success
+@example(content=b"id: x\ntasks: " + b"[" * 10_000)
+@example(content=b"a: &a [" + b"*a, " * 50 + b"]\nb: &b [" + b"*a, " * 50 + b"]\n")
+def test_any_plan_file_validates_or_is_located_problems(kb_dir: Path, content: bytes) -> None:
+    """Whatever the plan file holds, `kbgen validate` says ok or prints one located line per
+    problem (in the plan, or in the record that references it): never a traceback or a hang."""
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+
+    (kb_dir / "plans" / "next-steps.yaml").write_bytes(content)
+    with special.deadline(10):
+        result = CliRunner().invoke(cli, ["validate", "--no-cache", "--root", str(kb_dir)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if result.exit_code == 0:
+        assert result.stdout.startswith("ok: 1 record(s) and 1 plan(s) valid")
+        return
+    assert result.exit_code == 1, result.output
+    *problems, summary = result.stderr.splitlines()
+    assert problems and all(line.startswith(f"{kb_dir}/") for line in problems), result.stderr
+    assert re.fullmatch(r"\d+ problems? in [12] file\(s\)", summary)

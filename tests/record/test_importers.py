@@ -20,6 +20,7 @@ from kbgen.kb import loading as kb
 from kbgen.kb.models import Hypothesis
 from kbgen.record import compose
 from kbgen.record import importers as imports
+from tests.support import special
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
 BASE, NGRAM = FIXTURES / "vllm-bench-baseline.json", FIXTURES / "vllm-bench-ngram.json"
@@ -412,3 +413,13 @@ def test_guidellm_errored_requests_are_failures_and_counts_must_agree(tmp_path: 
         match=re.escape("request_totals.successful: says 13, but the report lists 12 successful"),
     ):
         imports.guidellm(_changed(GL_BASE, tmp_path / "m.json", miscounted), "baseline")
+
+
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+@pytest.mark.parametrize("tool", sorted(imports.IMPORTERS))
+def test_a_special_result_file_is_one_located_line(tmp_path: Path, tool: str, kind: str) -> None:
+    path = tmp_path / "results" / "base.json"
+    message = special.make(kind, path)
+    with special.deadline(5), pytest.raises(InvalidInput) as info:
+        imports.IMPORTERS[tool](path, "baseline")
+    assert str(info.value).startswith(f"{path}: {message}")

@@ -224,8 +224,8 @@ def read_json(
         message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
         raise InvalidInput([Problem(path, line, "", message)]) from exc
     except (ValueError, RecursionError) as exc:
-        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
-        raise InvalidInput([Problem(path, line, "", f"not JSON: {json_fault(exc)}")]) from exc
+        at = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
+        raise InvalidInput([Problem(path, at, "", f"not JSON: {json_fault(exc)}")]) from exc
     if not isinstance(data, dict):
         raise InvalidInput([Problem(path, 1, "", "expected a JSON object")])
     return data

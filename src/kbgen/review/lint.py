@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen.errors import Problem, UsageError
+from kbgen.kb import files, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
 from kbgen.kb.loading import KnowledgeBase
@@ -179,7 +180,7 @@ def id_collisions(base: KnowledgeBase, records: Path, fork: Fork) -> list[Proble
     for (kind, doc_id), path in sorted(base.paths.items()):
         if kind != "record" or doc_id not in theirs or doc_id in before:
             continue
-        if path.read_bytes() != gitrepo.show(
+        if files.read_regular(path, store.MAX_BYTES) != gitrepo.show(
             fork.root, fork.branch, gitrepo.relative(fork.root, path)
         ):
             message = f"{fork.branch} also added a record {doc_id!r} since this branch forked"

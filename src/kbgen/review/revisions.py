@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen.errors import InvalidInput, Problem
+from kbgen.kb import files, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
 from kbgen.kb.loading import Card, KnowledgeBase
@@ -112,7 +113,7 @@ def _listed(name: str) -> bool:
 def comparable(doc: Record | Plan, path: Path) -> dict[str, Any]:
     """For `kb.scan`: what a comparison needs of a file — a plan's data or a record's card, with
     the file's git blob id."""
-    blob = gitrepo.blob_id(path.read_bytes())
+    blob = gitrepo.blob_id(files.read_regular(path, store.MAX_BYTES))
     if isinstance(doc, Plan):
         return {"plan": doc.model_dump(mode="json"), "blob": blob}
     return {"card": Card.of(doc).to_json(), "blob": blob}
