@@ -223,16 +223,14 @@ def check_inputs(spec: ExperimentSpec, folder: RunFolder | None = None) -> None:
     """Everything a run reads before it measures, checked before it writes a byte: the prompt
     suite, and on a resume (`folder`) its run.json (every window of its order an arm and a
     round of the spec) and its samples. A spec or folder that fails leaves no trace."""
+    if folder is not None:
+        rounds = range(spec.workload.rounds)
+        for i, (round_, arm) in enumerate(folder.meta().order or []):
+            if arm not in spec.variants or round_ not in rounds:
+                what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
+                raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
+        folder.read_samples()
     suite_of(spec.workload)
-    if folder is None:
-        return
-    meta = folder.meta()
-    rounds = range(spec.workload.rounds)
-    for i, (round_, arm) in enumerate(meta.order or []):
-        if arm not in spec.variants or round_ not in rounds:
-            what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
-            raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
-    folder.read_samples()
 
 
 def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
