@@ -180,3 +180,20 @@ def test_locked_lets_one_holder_in_at_a_time(tmp_path: Path) -> None:
     thread.join(5)
     assert log == ["first", "second"]
     assert os.listdir(tmp_path) == []  # no lock file left behind
+
+
+def test_read_regular_reads_a_file_growing_as_it_is_read_up_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(b"0123456789")
+    real_fstat = os.fstat
+
+    def smaller(fd: int) -> os.stat_result:  # as the file was before its last appends
+        stat = real_fstat(fd)
+        return os.stat_result((stat.st_mode, *stat[1:6], 3, *stat[7:]))
+
+    monkeypatch.setattr(files.os, "fstat", smaller)
+    assert files.read_regular(path, 20) == b"0123456789"
+    with pytest.raises(InvalidInput, match="too large"):
+        files.read_regular(path, 5)

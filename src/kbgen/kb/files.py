@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import os
@@ -57,12 +58,14 @@ def read_regular(path: Path, limit: int, inside: Path | None = None) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _refused(path, f"{_kind_of(info.st_mode)}, not a regular file")
-        if not _within(_opened(fd, path), os.path.realpath(folder)):
+        if not _within(_opened(fd, path), _real(os.path.abspath(folder))):
             raise _refused(path, f"a symlink to a file outside {folder}; not read")
         if info.st_size > limit:
             raise _refused(path, f"too large ({info.st_size:,} bytes; the limit is {limit:,})")
         with os.fdopen(os.dup(fd), "rb") as file:
-            data = file.read(limit + 1)  # a file growing while read is cut, not followed
+            data = file.read(info.st_size + 1)  # the size it has, and one byte to see it grow
+            if len(data) > info.st_size:  # growing as it is read: up to the limit
+                data += file.read(limit + 1 - len(data))
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     finally:
@@ -94,6 +97,15 @@ def _opened(fd: int, path: Path) -> str:
         return os.readlink(f"{_PROC_FD}/{fd}")
     except OSError:
         return os.path.realpath(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _real(folder: str) -> str:
+    """The folder's real path (half the cost of a read when there are thousands). Remembered:
+    if the name is later made to lead elsewhere, the remembered place is the one it had when
+    it was first trusted, so a stale answer can refuse a file but never admit one from outside
+    it."""
+    return os.path.realpath(folder)
 
 
 def _within(real: str, folder: str) -> bool:
