@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -518,3 +519,30 @@ def test_any_plan_file_validates_or_is_located_problems(kb_dir: Path, content: b
     *problems, summary = result.stderr.splitlines()
     assert problems and all(line.startswith(f"{kb_dir}/") for line in problems), result.stderr
     assert re.fullmatch(r"\d+ problems? in [12] file\(s\)", summary)
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_a_worker_s_watch_ends_it_once_its_parent_is_gone(pidfd: bool) -> None:
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(["sleep", "60"])
+    hide = "" if pidfd else "del os.pidfd_open; "
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import os; {hide}from kbgen.kb import loading; "
+            f"loading._watch({parent.pid}); print('not ended')",
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1)  # watching by now
+    assert watcher.poll() is None  # a living parent keeps its worker
+    parent.kill()
+    parent.wait()
+    assert watcher.wait(timeout=5 * kb.WATCH_INTERVAL_S + 5) == 1
+    assert watcher.communicate()[0] == ""

@@ -45,7 +45,7 @@ def read_regular(path: Path, limit: int, inside: Path | None = None) -> bytes:
     folder = path.parent if inside is None else inside
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError) as exc:
         dangling = os.path.islink(path)
         raise _refused(path, "a dangling symlink" if dangling else "no such file") from exc
     except OSError as exc:

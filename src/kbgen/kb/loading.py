@@ -261,7 +261,8 @@ def _end_with(parent: int) -> None:
     A pool's workers wait for work on a pipe whose both ends they hold, so a parent killed
     with SIGKILL would leave them (and the forkserver, and the resource tracker, which live
     as long as a worker does) waiting for good. A daemon thread watches the parent and ends
-    the worker the moment it is gone; the others then follow, having nobody left.
+    the worker the moment it is gone; the forkserver and the resource tracker then end by
+    themselves, nobody holding their pipes open any more.
     """
     threading.Thread(target=_watch, args=(parent,), daemon=True, name="end-with-parent").start()
 
@@ -278,7 +279,9 @@ def _watch(parent: int) -> None:
         while _alive(parent):
             time.sleep(WATCH_INTERVAL_S)
     else:
-        select.select([pidfd], [], [])
+        waiting = select.poll()
+        waiting.register(pidfd, select.POLLIN)
+        waiting.poll()
     os._exit(1)  # no cleanup to do: the pages are written atomically
 
 
