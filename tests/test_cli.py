@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from kbgen.cli import cli
 from tests.conftest import RECORD
+from tests.support import special
 
 
 def run(*args: str, cwd: Path | None = None) -> click.testing.Result:
@@ -120,3 +121,19 @@ def test_every_command_has_help_with_an_example(name: str) -> None:
     assert result.exit_code == 0
     assert "Example:" in result.stdout
     assert f"kbgen {name}" in result.stdout.split("Example:")[1]
+
+
+@pytest.mark.parametrize("command", ["validate", "render", "list", "check"])
+@pytest.mark.parametrize("kind", sorted(set(special.SPECIAL) - {"folder"}))
+def test_a_special_file_among_the_records_is_one_line_to_every_command(
+    kb_dir: Path, kind: str, command: str
+) -> None:
+    path = kb_dir / "special.yaml"
+    message = special.make(kind, path)
+    args = {"validate": ["--root"], "render": ["--records"], "check": ["--records"]}
+    with special.deadline(10):
+        result = run(command, *args.get(command, []), str(kb_dir))
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
+    assert len(lines) == 2 and lines[0].startswith(f"{path}: {message}"), result.stderr
+    assert lines[1] == "1 problem in 1 file(s)"

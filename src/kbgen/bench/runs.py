@@ -23,11 +23,10 @@ that leads out of it is refused, as is a FIFO or a device put in its place.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO, TypeVar
 
@@ -49,7 +48,7 @@ class Samples:
     """The samples of a run folder, and the line numbers of torn lines dropped."""
 
     samples: list[Sample]
-    torn: list[int] = dataclasses.field(default_factory=list)
+    torn: list[int] = field(default_factory=list)
 
 
 class RunFolder:
@@ -171,7 +170,7 @@ def parse_samples(path: Path, data: bytes) -> Samples:
                 continue
             from kbgen.kb.problems import problems_of  # its YAML, only when there is a fault
 
-            problems += [dataclasses.replace(p, line=number) for p in problems_of(path, exc)]
+            problems += [replace(p, line=number) for p in problems_of(path, exc)]
     # the attempt of the next sample after each line (None: no sample follows)
     following: list[int | None] = []
     attempt: int | None = None

@@ -306,7 +306,7 @@ class FingerprintCache:
     def get(self, path: Path, fingerprint: Fingerprint) -> Any | None:
         """The value put for `path` when it had this fingerprint; None otherwise."""
         entry = self.entries.get(str(path.absolute()))
-        return entry[1] if entry is not None and entry[0] == fingerprint else None
+        return entry[1] if fingerprint and entry is not None and entry[0] == fingerprint else None
 
     def put(self, path: Path, fingerprint: Fingerprint, value: Any) -> None:
         """Remember `value` (JSON data) for `path`, fingerprinted before it was read."""
@@ -322,9 +322,16 @@ class FingerprintCache:
 
 def fingerprint(path: Path) -> Fingerprint:
     """Size, mtime and inode: take it *before* reading the file, so a write racing the read
-    leaves a fingerprint that no longer matches."""
-    stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    leaves a fingerprint that no longer matches. A symlink that leads nowhere has its own; a
+    file that is gone has none (`[]`), which matches nothing remembered."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return []
+    return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
 def iter_yaml_files(paths: Iterable[Path]) -> list[Path]:
