@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbgen import redact
 from kbgen.bench import driver
 from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import RunFolder
@@ -142,6 +143,7 @@ def samples_bytes(evidence: Evidence) -> bytes:
         base = origin[s.attempt]
         compact = s.model_copy(
             update={
+                "error": s.error and redact.text(s.error),  # a server's message may quote secrets
                 "scheduled_ns": s.scheduled_ns - base,
                 "sent_ns": s.sent_ns - base,
                 "chunk_ns": [t - base for t in s.chunk_ns],

@@ -3,7 +3,8 @@
 A new record is written as the model sets it, in the model's field order. Filling in a planned
 (or running) record keeps the author's comments and everything the author owns — title,
 context, hypothesis, decision, the verdict's rationale — replaces the generated sections, and
-adds the composed record's plan tasks and tags to the author's own.
+adds the composed record's plan tasks and tags to the author's own. No secret is written: the
+composed record and the samples' error messages pass `kbgen.redact` first.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from kbgen import redact
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import files, store
 from kbgen.kb.models import RawSamples, Record
@@ -26,6 +28,7 @@ REPLACED = ("measurements", "spec_decode")  # replaced whole, in place: no stale
 
 def write(path: Path, record: Record, evidence: Evidence | None) -> Path:
     """Write the samples file (with evidence) and the record at `path`: new, or filled in."""
+    record = _without_secrets(record)
     content = samples_bytes(evidence) if evidence is not None else None
     if content is not None and record.raw_samples is not None:
         sha256 = hashlib.sha256(content).hexdigest()
@@ -37,6 +40,13 @@ def write(path: Path, record: Record, evidence: Evidence | None) -> Path:
         files.write_atomic(path.parent / record.raw_samples.path, content)
     store.save(doc)
     return path
+
+
+def _without_secrets(record: Record) -> Record:
+    """The record with every secret in it masked: server arguments, the model's name, notes."""
+    tree = record.model_dump(exclude_unset=True)
+    masked = redact.data(tree)
+    return record if masked is tree else Record.model_validate(masked)
 
 
 def _new(path: Path, record: Record) -> store.Document:
