@@ -153,7 +153,15 @@ def test_a_tree_without_secrets_is_the_same_object() -> None:
     assert redact.data(tree) is tree
 
 
-@given(st.text(max_size=300))
+FRAGMENTS = [
+    *("--api-key", "HF_TOKEN", "Authorization", "Cookie", "password", "Bearer", "eos_token_id"),
+    *(" ", "=", ": ", "'", '"', "\\", "{", "}", "[", "]", ",", ";", "&", "\n", "-", "//"),
+    *("http://u:", "@h/", "?token=", "${X}", "$X", MASK, s(1), SK, "8000"),
+    *("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----"),
+]
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=30).map("".join))
 @settings(derandomize=True, max_examples=300, deadline=None)
 def test_text_never_fails_and_masks_once(value: str) -> None:
     once = redact.text(value)
@@ -164,3 +172,19 @@ def test_text_never_fails_and_masks_once(value: str) -> None:
 @settings(derandomize=True, max_examples=300, deadline=None)
 def test_args_never_fail_nor_change_the_count(argv: list[str]) -> None:
     assert len(redact.args(argv)) == len(argv)
+
+
+def test_known_secrets_are_masked_however_a_server_echoes_them() -> None:
+    argv = ["m", "--api-key", s(1), f"--hf-token={s(2)}", "--port", "8000"]
+    known = redact.known(argv, {"HF_TOKEN": s(3), "HF_HOME": "/hf"})
+    assert known == {s(1), s(2), s(3)}
+    lines = redact.Lines(known)
+    echoed = [lines(f"{arg}\n") for arg in argv]  # one argument a line: no name beside a value
+    assert echoed == [
+        "m\n",
+        "--api-key\n",
+        f"{MASK}\n",
+        f"--hf-token={MASK}\n",
+        "--port\n",
+        "8000\n",
+    ]

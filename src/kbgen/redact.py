@@ -56,7 +56,8 @@ _NAMED = re.compile(
 _VALUE = re.compile(
     r"""(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|Bot)\s+)?
     (?: (?P<ref>\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)(?![\w{])  # ${NAME}: kept
-      | \\?"(?P<dq>(?:[^"\\]|\\.)*?)\\?"      # "value", or \"value\" inside a shell string
+      | "(?P<dq>(?:[^"\\]|\\.)*)"
+      | \\"(?P<escaped>.*?)\\"                # \"value\": JSON inside a shell string
       | '(?P<sq>[^']*)'
       | \[(?P<list>[^\]]*)\]                  # ['value'] in a Python repr
       | (?P<bare>[^\s,;&'"}\])]+) )""",
@@ -219,12 +220,16 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 class Lines:
     """A stream's redaction, line by line (a server's output into its log): `text` of each
-    line, and the body of a private key masked also on the lines after its BEGIN line."""
+    line, the body of a private key masked also on the lines after its BEGIN line, and every
+    `known` secret (`known`: what the server was given) wherever it appears, however written."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: frozenset[str] = frozenset()) -> None:
         self.in_key = False
+        self.known = sorted(known, key=len, reverse=True)
 
     def __call__(self, line: str) -> str:
+        for secret in self.known:
+            line = line.replace(secret, MASK)
         if self.in_key:
             end = line.find("-----END")
             if end < 0:
@@ -288,6 +293,18 @@ def _args(argv: list[str], depth: int) -> list[str]:
         else:
             out.append(_value(arg, depth))
     return out
+
+
+def known(argv: list[str], variables: Mapping[str, str]) -> frozenset[str]:
+    """The secrets a command line and an environment hold as whole values — an option's value,
+    a `NAME=value`, a secret variable's value — for `Lines` to find however a server echoes them."""
+    found = {v for name, v in variables.items() if is_secret_name(name)}
+    for given, shown in zip(argv, args(argv), strict=True):
+        if shown == MASK:
+            found.add(given)
+        elif shown.endswith(f"={MASK}") and given.startswith(name := shown[: -len(MASK)]):
+            found.add(given[len(name) :])
+    return frozenset(v for v in found if len(v) >= 4 and not _kept(v))  # not "1", not "yes"
 
 
 def env(variables: Mapping[str, str]) -> dict[str, str]:

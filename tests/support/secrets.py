@@ -213,7 +213,7 @@ KEPT_ENV: dict[str, str] = {
     "MAX_TOKENS": "64",
     "PATH": "/usr/local/bin:/usr/bin",
     "HF_HOME": "/models/hf",
-    "HF_TOKEN": "${HF_TOKEN}",
+    "VLLM_API_KEY": "${VLLM_API_KEY}",  # a reference to the environment is kept
     "CUDA_VISIBLE_DEVICES": "0,1",
 }
 

@@ -128,9 +128,12 @@ def check_environment(spec: ExperimentSpec, path: Path) -> None:
         raise UsageError("\n".join(dict.fromkeys(problems)))
 
 
-async def _keep(output: asyncio.StreamReader, log: Path) -> None:
-    """Copy a server's output into its log line by line, secrets masked, until it ends."""
-    masked = redact.Lines()
+async def _keep(
+    output: asyncio.StreamReader, log: Path, known: frozenset[str] = frozenset()
+) -> None:
+    """Copy a server's output into its log line by line, secrets masked (`known`: the ones it
+    was given, masked however it echoes them), until it ends."""
+    masked = redact.Lines(known)
     with log.open("ab") as out:
         while True:
             try:
@@ -262,7 +265,8 @@ class ProcessLauncher:
                 f"cannot start {redact.text(argv[0])!r}: {exc.strerror or exc}"
             ) from exc
         assert self.process.stdout is not None
-        self.copier = asyncio.create_task(_keep(self.process.stdout, log))
+        known = redact.known(resolved, environment)
+        self.copier = asyncio.create_task(_keep(self.process.stdout, log, known))
         self.argv, self.log = argv, log
 
         def died() -> str | None:
