@@ -29,6 +29,7 @@ MODEL = f"https://hub-user:{s(60)}@models.example/org/tiny"  # a process launche
 FROM_ENV = {"VLLM_API_KEY": s(61), "TOKEN": s(62)}  # what KEPT_ARGS' ${NAME} references read
 VARIANT_ARG = f"--hf-token={s(63)}"
 SECRETS = [*every_secret(), s(60), s(61), s(62), s(63)]
+KEPT = [a for argv in KEPT_ARGS for a in argv]
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _corpus_server(command: list[str]) -> dict[str, Any]:
         "launcher": "process",
         "command": command,
         "model": MODEL,
-        "args": [a for form in args_forms() for a in form.given] + [a for a in sum(KEPT_ARGS, [])],
+        "args": [a for form in args_forms() for a in form.given] + KEPT,
         "env": env,
         "port": free_port(),
         "startup_timeout_s": 30,
@@ -171,7 +172,7 @@ def test_no_secret_in_any_message(pipeline: Outputs) -> None:
 def test_the_record_keeps_every_name_and_every_other_argument(pipeline: Outputs) -> None:
     [path] = [p for p in (pipeline.root / "records").glob("*-secrets.yaml")]
     record = yaml.safe_load(path.read_text())
-    expected = [a for form in args_forms() for a in form.expected] + sum(KEPT_ARGS, [])
+    expected = [a for form in args_forms() for a in form.expected] + KEPT
     assert record["config"]["server_args"] == expected  # nothing shifted, nothing lost
     assert record["config"]["variants"]["other"]["args"] == [f"--hf-token={MASK}"]
     assert record["config"]["model"]["name"] == f"https://hub-user:{MASK}@models.example/org/tiny"
@@ -179,6 +180,8 @@ def test_the_record_keeps_every_name_and_every_other_argument(pipeline: Outputs)
     meta = json.loads((run / "run.json").read_text())
     assert meta["variants"]["base"]["env"]["HF_TOKEN"] == MASK
     assert meta["variants"]["base"]["env"]["VLLM_API_KEY"] == "${VLLM_API_KEY}"
+    summary = json.loads((run / "summary.json").read_text())  # labels masked as the name is
+    assert [v["tokens_match"] for v in summary["variants"].values()] == [True, True]
     copy = yaml.safe_load((run / "spec.yaml").read_text())
     assert (
         copy["server"]["args"] == expected
@@ -290,3 +293,19 @@ def test_a_resume_refuses_a_copy_whose_secret_was_masked(tmp_path: Path) -> None
     assert "variants.other.args: a secret was masked" in refused.stderr
     assert s(82) not in (folder.path / "spec.yaml").read_text()
     assert os.environ.get("KBGEN_TEST_KEY") is None
+
+
+def test_every_error_message_is_masked_on_its_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last line of defence: whatever message an error carries, the CLI prints it masked."""
+    from kbgen.errors import ServerFailed
+    from kbgen.kb import scaffold
+
+    def fails(*args: object) -> None:
+        raise ServerFailed(f"http://kb:{s(90)}@h: refused\nretry with --api-key {s(91)}")
+
+    monkeypatch.setattr(scaffold, "new_record", fails)
+    result = CliRunner().invoke(cli, ["new", "a title"])
+    assert result.exit_code == 5
+    assert (
+        result.stderr == f"error: http://kb:{MASK}@h: refused\nerror: retry with --api-key {MASK}\n"
+    )
