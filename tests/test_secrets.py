@@ -309,3 +309,24 @@ def test_every_error_message_is_masked_on_its_way_out(monkeypatch: pytest.Monkey
     assert (
         result.stderr == f"error: http://kb:{MASK}@h: refused\nerror: retry with --api-key {MASK}\n"
     )
+
+
+def test_a_bug_s_message_is_masked_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last-resort output of `kbgen` (an exception kbgen did not expect) is masked as well."""
+    from kbgen import cli as cli_module
+    from kbgen.kb import scaffold
+
+    def fails(*args: object) -> None:
+        raise RuntimeError(f"cannot parse http://kb:{s(92)}@h")
+
+    monkeypatch.setattr(scaffold, "new_record", fails)
+    monkeypatch.setattr(sys, "argv", ["kbgen", "new", "a title"])
+    with pytest.raises(SystemExit) as exited:
+        cli_module.main()
+    assert exited.value.code == 1
+    assert (
+        capsys.readouterr().err
+        == f"error: internal error: RuntimeError: cannot parse http://kb:{MASK}@h\n"
+    )

@@ -512,4 +512,9 @@ def check_command(
 
 
 def main() -> None:
-    cli(prog_name="kbgen")
+    try:
+        cli(prog_name="kbgen")
+    except Exception as exc:  # no KbgenError: a bug in kbgen; still one line, secrets masked
+        for line in redact.text(f"{type(exc).__name__}: {exc}").splitlines():
+            click.echo(f"error: internal error: {line}", err=True)
+        raise SystemExit(1) from None

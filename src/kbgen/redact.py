@@ -60,7 +60,7 @@ _VALUE = re.compile(
       | \\"(?P<escaped>.*?)\\"                # \"value\": JSON inside a shell string
       | '(?P<sq>[^']*)'
       | \[(?P<list>[^\]]*)\]                  # ['value'] in a Python repr
-      | (?P<bare>[^\s,;&'"}\])]+) )""",
+      | (?P<bare>[^\s,;&'"{}\[\])][^\s,;&'"}\])]*) )""",  # a {mapping}: by its own keys
     re.X,
 )
 _OPTION_VALUE = re.compile(r"\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|(?P<bare>[^\s'\"-][^\s'\"]*)")
@@ -68,12 +68,12 @@ _LINE_VALUE = re.compile(r"(?P<bare>[^\r\n'\"]+)")  # a cookie: every `a=1; b=2`
 _BEARER = re.compile(r"(?<![\w-])Bearer\s+(?P<v>[^\s'\",;]+)")
 _USERINFO = re.compile(r"(?<=://)[^\s/?#@:'\"]*:(?P<pw>[^\s/?#'\"]*)@")  # up to the last @
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
-_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?P<body>.*?)(?=-----END|\Z)", re.S)
-_TOKEN = re.compile(r"[^\s'\"`<>()\[\]{},;=@/?&#\\|]{11,}")  # a candidate for the shapes
+_PEM = re.compile(_PEM_BEGIN.pattern + r"(?P<body>.*?)(?=-----END|\Z)", re.S)
+_TOKEN = re.compile(r"[^\s'\"`<>()\[\]{},;=@/?&#\\|]{20,}")  # a candidate for the shapes
 # shapes detect-secrets does not know: OpenAI-style and Hugging Face keys, Google API keys
 _OWN_SHAPES = (
-    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}",
-    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{8,}",
+    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}",  # long: not a `sk-learn-…` name
+    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}",  # long: not `hf_overrides`
     r"AIza[0-9A-Za-z_-]{35}",
     r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36}",
 )

@@ -60,13 +60,14 @@ def test_a_run_folder_from_before_redaction_gives_a_record_without_secrets(
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, failures=1)
     (run / "spec.yaml").write_text(yaml.safe_dump(SPEC))
     samples = run / "samples.jsonl"
-    samples.write_text(samples.read_text().replace("HTTP 500: boom", f"HTTP 401: bad key {SECRET}"))
+    refused = f"HTTP 401: Authorization: Bearer {SECRET}"  # a server quoting what it was sent
+    samples.write_text(samples.read_text().replace("HTTP 500: boom", refused))
     path = command.record_run(run, records)
     text = (
         path.read_text()
         + gzip.decompress((path.parent / f"{path.stem}.samples.jsonl.gz").read_bytes()).decode()
     )
-    assert SECRET not in text and "HTTP 401: bad key ***" in text
+    assert SECRET not in text and "HTTP 401: Authorization: Bearer ***" in text
     assert "--api-key\n    - '***'" in text and "--hf-token=***" in text
 
 

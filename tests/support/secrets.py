@@ -40,8 +40,8 @@ GHP_2 = "ghp_S3cr3t0048aaaabbbbccccddddeeeeffffgg"
 AKIA = "AKIAS3CR3T0032ABCDEF"  # an AWS access key id
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTM2NyM3QtMDAzMyJ9.S3cr3t0033sig"
 XOXB = "xoxb-1234567890-0034-S3cr3t0034slack"
-SK = "sk-S3cr3t0035abcdefgh"
-HF = "hf_S3cr3t0036abcdefgh"
+SK = "sk-S3cr3t0035abcdefghijkl"
+HF = "hf_S3cr3t0036abcdefghijklmnopqrstuvwx"
 STRIPE = "sk_live_S3cr3t0037abcdefghijklmn"
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -203,6 +203,7 @@ KEPT_ARGS: list[list[str]] = [
     ["--repo", "git@github.com:org/repo.git"],
     ["--revision", "0123456789abcdef0123456789abcdef01234567"],  # a git sha is no secret
     ["serve", "sk-short"],
+    ["--hf-overrides", '{"architectures": ["LlamaForCausalLM"]}', "hf_overrides_and_more"],
     ["--api-key", "${VLLM_API_KEY}"],  # a reference to the environment is kept
     ["--api-key=$VLLM_API_KEY"],
     ["-H", "Authorization: Bearer ${TOKEN}"],
