@@ -142,8 +142,9 @@ async def _keep(
                 line = await output.read(LINE_LIMIT)
             if not line:
                 return
-            out.write(masked(line.decode(errors="replace")).encode())
-            out.flush()
+            with contextlib.suppress(OSError):  # a full disk: drain anyway, never block the server
+                out.write(masked(line.decode(errors="replace")).encode())
+                out.flush()
 
 
 async def _copied(copier: asyncio.Task[None] | None) -> None:
