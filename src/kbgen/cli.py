@@ -1,9 +1,9 @@
 """The `kbgen` command line: parse, make one library call, print.
 
 Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
-message — one line per problem — and never a traceback. Each command imports its stage when it
-runs, so a command pays only for what it uses: `kbgen render` with nothing to do imports no YAML,
-Pydantic or Jinja.
+message — one line per problem, secrets masked — and never a traceback. Each command imports its
+stage when it runs, so a command pays only for what it uses: `kbgen render` with nothing to do
+imports no YAML, Pydantic or Jinja.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from kbgen import __version__
+from kbgen import __version__, redact
 from kbgen.errors import (
     Conflict,
     InvalidInput,
@@ -45,7 +45,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KbgenError as exc:
-            for line in str(exc).splitlines() or [type(exc).__name__]:
+            for line in redact.text(str(exc)).splitlines() or [type(exc).__name__]:
                 click.echo(line if isinstance(exc, InvalidInput) else f"error: {line}", err=True)
             if isinstance(exc, InvalidInput):
                 files = len({p.path for p in exc.problems})
@@ -224,6 +224,10 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     runs/<run-id>/. A killed or failed run keeps what it measured: continue it with --resume.
     Exit 5 when the server could not be started or died.
 
+    No secret reaches the run folder: its copy of the spec has them masked, so a spec that is
+    to be resumed takes them from the environment, written as ${NAME} (in a server's URL, and a
+    process server's command, model, args and env).
+
     \b
     Example:
       kbgen bench bench/experiments/ngram-vs-baseline.yaml
@@ -232,7 +236,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     import asyncio
 
     from kbgen.bench import driver as bench_stage
-    from kbgen.bench import progress, spec
+    from kbgen.bench import launch, progress, spec
     from kbgen.bench.runs import RunFolder
 
     if (spec_file is None) == (resume is None):
@@ -241,6 +245,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
         folder = RunFolder.open(resume)
         experiment = spec.load(folder.spec_path)
         bench_stage.check_inputs(experiment, folder)
+        launch.check_environment(experiment, folder.spec_path)
         meta = folder.update_meta(status="running", attempts=folder.meta().attempts + 1)
     else:
         assert spec_file is not None
@@ -248,6 +253,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
             raise UsageError(f"{spec_file}: no such file")
         experiment = spec.load(spec_file)
         bench_stage.check_inputs(experiment)
+        launch.check_environment(experiment, spec_file)
         folder = RunFolder.create(
             runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
         )
@@ -508,4 +514,9 @@ def check_command(
 
 
 def main() -> None:
-    cli(prog_name="kbgen")
+    try:
+        cli(prog_name="kbgen")
+    except Exception as exc:  # no KbgenError: a bug in kbgen; still one line, secrets masked
+        for line in redact.text(f"{type(exc).__name__}: {exc}").splitlines():
+            click.echo(f"error: internal error: {line}", err=True)
+        raise SystemExit(1) from None

@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from kbgen.bench.runs import RunFolder
@@ -13,7 +14,7 @@ from kbgen.cli import cli
 from kbgen.errors import Mismatch
 from kbgen.kb import loading as kb
 from kbgen.record import command, compose
-from tests.support.runs import SECRET, make_run
+from tests.support.runs import SECRET, SPEC, make_run
 
 
 def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Path) -> None:
@@ -49,6 +50,24 @@ def test_no_secret_reaches_the_record(tmp_path: Path, records: Path) -> None:
         + gzip.decompress((path.parent / f"{path.stem}.samples.jsonl.gz").read_bytes()).decode()
     )
     assert SECRET not in text and "hf_abcdefghijklmnop" not in text
+    assert "--api-key\n    - '***'" in text and "--hf-token=***" in text
+
+
+def test_a_run_folder_from_before_redaction_gives_a_record_without_secrets(
+    tmp_path: Path, records: Path
+) -> None:
+    """A folder written verbatim (an older kbgen): the record and its samples mask what it holds."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, failures=1)
+    (run / "spec.yaml").write_text(yaml.safe_dump(SPEC))
+    samples = run / "samples.jsonl"
+    refused = f"HTTP 401: Authorization: Bearer {SECRET}"  # a server quoting what it was sent
+    samples.write_text(samples.read_text().replace("HTTP 500: boom", refused))
+    path = command.record_run(run, records)
+    text = (
+        path.read_text()
+        + gzip.decompress((path.parent / f"{path.stem}.samples.jsonl.gz").read_bytes()).decode()
+    )
+    assert SECRET not in text and "HTTP 401: Authorization: Bearer ***" in text
     assert "--api-key\n    - '***'" in text and "--hf-token=***" in text
 
 

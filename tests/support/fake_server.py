@@ -7,6 +7,7 @@ real vLLM is needed — HTTP 500s, stalls and malformed events at chosen request
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -18,8 +19,9 @@ CAPTURE = Path(__file__).parents[1] / "fixtures" / "vllm" / "baseline-completion
 class FakeVllm:
     """Serves /health, /version, /v1/models, /metrics and streaming /v1/completions."""
 
-    def __init__(self, faults: dict[int, str] | None = None) -> None:
+    def __init__(self, faults: dict[int, str] | None = None, model: str = "fake") -> None:
         self.faults = faults or {}  # request number (from 0, warm-up included) -> fault
+        self.model = model  # what /v1/models and the metrics' labels call the model
         self.requests = 0
         self.generated = 0
         body = CAPTURE.read_bytes()
@@ -47,14 +49,15 @@ class FakeVllm:
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(
-            {"object": "list", "data": [{"id": "fake", "max_model_len": 2048}]}
+            {"object": "list", "data": [{"id": self.model, "max_model_len": 2048}]}
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(
             text=(
                 "# TYPE vllm:generation_tokens counter\n"
-                f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {self.generated}\n'
+                f'vllm:generation_tokens_total{{engine="0",model_name="{self.model}"}} '
+                f"{self.generated}\n"
             )
         )
 
@@ -77,13 +80,37 @@ class FakeVllm:
         return response
 
 
-if __name__ == "__main__":  # a server process for the `process` launcher: `… --host H --port P`
+def main(argv: list[str]) -> None:
+    """A server process for the `process` launcher: `MODEL [ARGS…] --host H --port P`.
+
+    Like vLLM it takes the last `--host`/`--port`, serves MODEL under its own name and logs its
+    arguments; any other argument is accepted and ignored. It also writes its environment to
+    its output, one `NAME=value` a line (as a wrapper script running `env` would), and, given
+    `--dump-to FILE`, its arguments and environment as JSON to FILE (for tests that check what
+    a server was started with).
+    """
+    import os
+
+    def last(option: str) -> str:
+        return [value for name, value in itertools.pairwise(argv) if name == option][-1]
+
+    options: dict[str, object] = {}
+    for arg, after in itertools.pairwise([*argv, "--"]):
+        if arg.startswith("--"):
+            name, sep, value = arg[2:].partition("=")
+            given = value if sep else (True if after.startswith("--") else after)
+            options[name.replace("-", "_")] = given
+    print(f"non-default args: {options!r}", flush=True)
+    for name, value in sorted(os.environ.items()):
+        print(f"{name}={value}", flush=True)
+    if "--dump-to" in argv:
+        Path(last("--dump-to")).write_text(json.dumps({"argv": argv, "env": dict(os.environ)}))
+    web.run_app(
+        FakeVllm(model=argv[0]).app(), host=last("--host"), port=int(last("--port")), print=None
+    )
+
+
+if __name__ == "__main__":
     import sys
 
-    argv = sys.argv[1:]
-    web.run_app(
-        FakeVllm().app(),
-        host=argv[argv.index("--host") + 1],
-        port=int(argv[argv.index("--port") + 1]),
-        print=None,
-    )
+    main(sys.argv[1:])

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from kbgen import redact
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerUnreachable
 
@@ -220,6 +221,10 @@ class Client:
         if self._transport is not None:
             await self._transport.aclose()
 
+    def _where(self, path: str) -> str:
+        """The URL of `path` for a message: a password in the base URL masked."""
+        return redact.text(self.base_url + path)
+
     @property
     def transport(self) -> Transport:
         if self._transport is None:
@@ -233,7 +238,7 @@ class Client:
         try:
             return await self.transport.get(self.base_url + path, self._headers, timeout_s)
         except TransportError as exc:
-            raise ServerUnreachable(f"{self.base_url}{path}: {exc}") from exc
+            raise ServerUnreachable(f"{self._where(path)}: {exc}") from exc
 
     async def healthy(self) -> bool:
         try:
@@ -245,16 +250,16 @@ class Client:
     async def get_json(self, path: str) -> Any:
         status, body = await self.get(path)
         if status != 200:
-            raise ServerUnreachable(f"{self.base_url}{path}: HTTP {status}: {body[:200]}")
+            raise ServerUnreachable(f"{self._where(path)}: HTTP {status}: {body[:200]}")
         try:
             return json.loads(body)
         except ValueError as exc:
-            raise ServerUnreachable(f"{self.base_url}{path}: not JSON: {body[:200]!r}") from exc
+            raise ServerUnreachable(f"{self._where(path)}: not JSON: {body[:200]!r}") from exc
 
     async def metrics_text(self) -> str:
         status, body = await self.get("/metrics", timeout_s=30.0)
         if status != 200:
-            raise ServerUnreachable(f"{self.base_url}/metrics: HTTP {status}")
+            raise ServerUnreachable(f"{self._where('/metrics')}: HTTP {status}")
         return body
 
     # --- streaming ------------------------------------------------------------------------

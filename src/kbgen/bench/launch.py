@@ -6,6 +6,16 @@ the spec allows (a large model loads for an hour), fails fast with the log's tai
 exits, and stops its whole process group — the engine's workers included — with SIGTERM, then
 SIGKILL. A variant whose arguments equal the running server's reuses it (`command`: one whose
 start command equals the one that ran).
+
+Secrets stay out of what kbgen keeps and prints: the command line written to the log and to
+run.json is redacted, and so is every line of the server's output on its way into the log (vLLM
+logs its non-default arguments, an API key among them). A spec can take its secrets from the
+environment: `${NAME}` in a process server's command, model, arguments and environment, and in a
+server's URL, is replaced by the variable's value only when the server is started or reached,
+so the spec, its copy in the run folder and the record keep the reference. (A `command`
+launcher's shell expands `$NAME` in its start and stop commands itself; a server such a command
+leaves running in the background should send its output to a file of its own: what it writes
+to kbgen reaches the log only while kbgen runs.)
 """
 
 from __future__ import annotations
@@ -13,24 +23,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from kbgen import redact
 from kbgen.bench.client import Client
-from kbgen.bench.spec import CommandServer, ExternalServer, ProcessServer, Server, server_args
-from kbgen.errors import ServerFailed
+from kbgen.bench.spec import (
+    CommandServer,
+    ExperimentSpec,
+    ExternalServer,
+    ProcessServer,
+    Server,
+    server_args,
+)
+from kbgen.errors import InvalidInput, ServerFailed, UsageError
 from kbgen.kb import files
+from kbgen.kb.problems import located
 from kbgen.kb.models import Variant
 
 TAIL_LINES = 30
 POLL_S = 0.5
+LINE_LIMIT = 2**20  # a longer line of server output is kept in pieces of this size
+COPY_GRACE_S = 5.0  # how long the output of an ended server may take to reach its log
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass
@@ -56,12 +78,89 @@ class Launcher(Protocol):
 
 
 def tail(log: Path, lines: int = TAIL_LINES) -> str:
-    """The last lines of a log, for an error message."""
+    """The last lines of a log, for an error message (secrets masked, should any be there)."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
+    return redact.text("\n".join(text.rstrip().splitlines()[-lines:])) or "(log is empty)"
+
+
+def resolve(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """`value` with every `${NAME}` replaced by that environment variable's value."""
+    environ = os.environ if environ is None else environ
+
+    def lookup(found: re.Match[str]) -> str:
+        if found.group(1) not in environ:
+            raise UsageError(f"{found.group()} is not set in the environment")
+        return environ[found.group(1)]
+
+    return _REFERENCE.sub(lookup, value)
+
+
+def check_environment(spec: ExperimentSpec, path: Path) -> None:
+    """Refuse, before anything runs, a spec whose server cannot be started as it is written:
+    a `${NAME}` it references that is unset, or a secret masked in a run folder's copy.
+    InvalidInput, each problem at its line of `path`."""
+    server = spec.server
+    values: dict[tuple[str | int, ...], str] = {("server", "url"): server.url}
+    if isinstance(server, ProcessServer):
+        values |= {("server", "command", i): item for i, item in enumerate(server.command)}
+        values[("server", "model")] = server.model
+        values |= {("server", "args", i): item for i, item in enumerate(server.args)}
+        values |= {("server", "env", name): value for name, value in server.env.items()}
+    for name, variant in spec.variants.items():
+        values |= {("variants", name, "args", i): item for i, item in enumerate(variant.args)}
+    problems = []
+    for loc, item in values.items():
+        if redact.MASK in item:
+            message = (
+                "masked in this copy of the spec, so a resume cannot restore it: put the secret "
+                "in an environment variable and write ${NAME} in its place, then resume"
+            )
+        else:
+            try:
+                resolve(item)
+                continue
+            except UsageError as exc:
+                message = str(exc)
+        problems.append(located(path, list(loc), message))
+    if problems:
+        raise InvalidInput(problems)
+
+
+async def _keep(
+    output: asyncio.StreamReader, log: Path, known: frozenset[str] = frozenset()
+) -> None:
+    """Copy a server's output into its log line by line, secrets masked (`known`: the ones it
+    was given, masked however it echoes them), until it ends."""
+    masked = redact.Lines(known)
+    with log.open("ab") as out:
+        while True:
+            try:
+                line = await output.readline()
+            except ValueError:  # a line over LINE_LIMIT: the piece that is there
+                line = await output.read(LINE_LIMIT)
+            if not line:
+                return
+            with contextlib.suppress(OSError):  # a full disk: drain anyway, never block the server
+                out.write(masked(line.decode(errors="replace")).encode())
+                out.flush()
+
+
+async def _copied(copier: asyncio.Task[None] | None) -> None:
+    """Wait (a little) for a copier to have written everything the server said."""
+    if copier is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(copier), COPY_GRACE_S)
+
+
+def _start_line(log: Path, command: str) -> None:
+    """`$ COMMAND` (redacted) as a line of its own: a server killed mid-line left no newline."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fresh = "" if files.ends_a_line(log) else "\n"
+    with log.open("ab") as out:
+        out.write(f"{fresh}$ {command}\n".encode())
 
 
 async def wait_healthy(
@@ -81,7 +180,7 @@ async def wait_healthy(
                 return
             elapsed = time.monotonic() - start
             if elapsed > timeout_s:
-                raise ServerFailed(f"{url} not healthy after {timeout_s:g} s")
+                raise ServerFailed(f"{redact.text(url)} not healthy after {timeout_s:g} s")
             waiting(elapsed)
             await asyncio.sleep(POLL_S)
 
@@ -99,8 +198,9 @@ class ExternalLauncher:
         self.server = server
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
-        await wait_healthy(self.server.url, self.server.startup_timeout_s, waiting)
-        return Launched(self.server.url, reused=True)
+        url = resolve(self.server.url)
+        await wait_healthy(url, self.server.startup_timeout_s, waiting)
+        return Launched(url, reused=True)
 
     async def stop(self) -> None:
         return None
@@ -117,8 +217,10 @@ class ProcessLauncher:
         self.process: asyncio.subprocess.Process | None = None
         self.argv: list[str] = []
         self.log: Path | None = None
+        self.copier: asyncio.Task[None] | None = None  # the server's output into its log
 
     def command(self, variant: Variant) -> list[str]:
+        """The server's command line as the spec writes it (`${NAME}` not yet resolved)."""
         s = self.server
         return [
             *s.command,
@@ -147,58 +249,62 @@ class ProcessLauncher:
                 f"{self.server.host}:{self.server.port} is already in use by another process; "
                 "kbgen will not measure a server it did not start (pick another port)"
             )
-        log.parent.mkdir(parents=True, exist_ok=True)
-        # a server killed mid-line leaves no newline: the command starts a line of its own
-        fresh = "" if files.ends_a_line(log) else "\n"
-        with log.open("ab") as out:
-            out.write(f"{fresh}$ {shlex.join(launched.command)}\n".encode())
-            out.flush()
-            try:
-                self.process = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=asyncio.subprocess.STDOUT,
-                    env={**os.environ, **self.server.env},
-                    start_new_session=True,  # its own process group: stop() reaches its workers
-                )
-            except OSError as exc:
-                raise ServerFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
+        environment = {name: resolve(value) for name, value in self.server.env.items()}
+        resolved = [resolve(arg) for arg in argv]
+        _start_line(log, shlex.join(launched.command))
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *resolved,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env={**os.environ, **environment},
+                start_new_session=True,  # its own process group: stop() reaches its workers
+                limit=LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise ServerFailed(
+                f"cannot start {redact.text(argv[0])!r}: {exc.strerror or exc}"
+            ) from exc
+        assert self.process.stdout is not None
+        known = redact.known(resolved, environment)
+        self.copier = asyncio.create_task(_keep(self.process.stdout, log, known))
         self.argv, self.log = argv, log
 
         def died() -> str | None:
             if self.process is not None and self.process.returncode is not None:
                 return (
                     f"the server for variant {name!r} exited with code "
-                    f"{self.process.returncode} while starting; last lines of {log}:\n{tail(log)}"
+                    f"{self.process.returncode} while starting"
                 )
             return None
 
         try:
             await wait_healthy(self.server.url, self.server.startup_timeout_s, waiting, died)
         except ServerFailed as exc:
-            await self.stop()
-            if "not healthy after" in str(exc):
-                raise ServerFailed(f"{exc}; last lines of {log}:\n{tail(log)}") from exc
-            raise
+            await self.stop()  # its last words are in the log once it is stopped
+            raise ServerFailed(f"{exc}; last lines of {log}:\n{tail(log)}") from exc
         launched.pid = self.process.pid if self.process else None
         return launched
 
     async def stop(self) -> None:
         process, self.process, self.argv = self.process, None, []
-        if process is None or process.returncode is not None:
-            return
-        for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+        copier, self.copier = self.copier, None
+        if process is not None and process.returncode is None:
+            for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, sig)  # the group we created: our server, its workers
+                try:
+                    await asyncio.wait_for(process.wait(), grace)
+                    break
+                except TimeoutError:
+                    continue
+            # workers may outlive the leader by a moment; the group is ours, make sure it is gone
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)  # the group we created: our server and its workers
-            try:
-                await asyncio.wait_for(process.wait(), grace)
-                break
-            except TimeoutError:
-                continue
-        # workers may outlive the leader by a moment; the group is ours, make sure it is gone
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+                os.killpg(process.pid, signal.SIGKILL)
+        await _copied(copier)
+        if copier is not None:
+            copier.cancel()  # a process outside the group may hold the pipe: stop listening
 
 
 class CommandLauncher:
@@ -209,44 +315,59 @@ class CommandLauncher:
         self.running: str | None = None
         self.started = ""  # the start command that ran
         self.log: Path | None = None
+        self.copiers: list[asyncio.Task[None]] = []  # output of what the commands left running
 
     async def _shell(self, command: str, log: Path) -> None:
-        fresh = "" if files.ends_a_line(log) else "\n"
-        with log.open("ab") as out:
-            out.write(f"{fresh}$ {shlex.join(redact.args(shlex.split(command)))}\n".encode())
-            out.flush()
-            process = await asyncio.create_subprocess_shell(
-                command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-            code = await process.wait()
+        shown = shlex.join(_words(command))
+        _start_line(log, shown)
+        process = await asyncio.create_subprocess_shell(
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            limit=LINE_LIMIT,
+        )
+        assert process.stdout is not None
+        copier = asyncio.create_task(_keep(process.stdout, log))
+        self.copiers.append(copier)  # a server started in the background keeps writing
+        code = await process.wait()
+        await _copied(copier)
         if code != 0:
             raise ServerFailed(
-                f"`{command}` exited with code {code}; last lines of {log}:\n{tail(log)}"
+                f"`{shown}` exited with code {code}; last lines of {log}:\n{tail(log)}"
             )
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
         command = self.server.start.format(variant=name, args=shlex.join(server_args(variant)))
-        launched = Launched(self.server.url, redact.args(shlex.split(command)))
+        url = resolve(self.server.url)
+        launched = Launched(url, _words(command))
         if self.running is not None and command == self.started:
             launched.reused = True  # the same start command: the server already runs it
             return launched
         await self.stop()
-        log.parent.mkdir(parents=True, exist_ok=True)
         await self._shell(command, log)
         self.running, self.started, self.log = name, command, log
-        await wait_healthy(self.server.url, self.server.startup_timeout_s, waiting)
+        await wait_healthy(url, self.server.startup_timeout_s, waiting)
         return launched
 
     async def stop(self) -> None:
         if self.running is not None and self.server.stop and self.log is not None:
             name, self.running = self.running, None
             await self._shell(self.server.stop.format(variant=name, args=""), self.log)
+            for copier in self.copiers:  # what the stop command stopped has nothing to add
+                copier.cancel()
+            self.copiers = []
 
     def alive(self) -> bool:
         return True
+
+
+def _words(command: str) -> list[str]:
+    """A shell command as run.json and the log show it: its words, secrets masked."""
+    try:
+        return redact.args(shlex.split(command))
+    except ValueError:  # unbalanced quotes: the shell will say so; show it as it is
+        return [redact.text(command)]
 
 
 def launcher_for(server: Server) -> Launcher:

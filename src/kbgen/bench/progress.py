@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kbgen import redact
 from kbgen.bench.launch import Launched
 from kbgen.bench.run_models import RunTotals
 from kbgen.bench.samples import Sample
@@ -66,7 +67,7 @@ class RichEvents:
             self.progress.remove_task(self._wait_task)
             self._wait_task = None
         how = "reused" if launched.reused else "ready"
-        self.console.print(f"server for [bold]{variant}[/] {how} at {launched.url}")
+        self.console.print(f"server for [bold]{variant}[/] {how} at {redact.text(launched.url)}")
         self._tasks[variant] = self.progress.add_task(
             f"{self._round}[bold]{variant}[/]", total=todo, status=""
         )

@@ -1,6 +1,6 @@
 """A run folder, `runs/<run-id>/`: everything one `kbgen bench` measured, kept as it happens.
 
-    spec.yaml             the spec as run (a resume reads this copy, not the original)
+    spec.yaml             the spec as run, secrets masked (a resume reads this copy)
     run.json              what ran where: versions, models, launch commands, windows, status
     samples.jsonl         one line per finished request, appended and flushed at once
     metrics/*.prom        /metrics before and after each measurement window
@@ -9,6 +9,12 @@
 
 The two JSON files are read and written as `bench.run_models`' models; a file that does not
 fit them is an InvalidInput located at its line and field.
+
+No secret is written here (`kbgen.redact`): the spec copy, the JSON files, the error of a failed
+sample and the `/metrics` text are masked on their way in; the launchers mask the logs. A secret
+the spec writes out in full is therefore not in the copy, and a resume cannot send it: a spec
+that is to be resumed takes its secrets from the environment, as `${NAME}` references, which are
+copied as they are (`launch.check_environment` refuses a resume that would send a mask).
 
 A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
 atomically. A line torn by a kill mid-write is dropped on reading (and counted: the record says
@@ -32,11 +38,12 @@ from typing import TextIO, TypeVar
 
 from pydantic import ValidationError
 
+from kbgen import redact
 from kbgen.bench import metrics
 from kbgen.bench.run_models import RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
-from kbgen.kb import files
+from kbgen.kb import files, store
 from kbgen.kb.models import Model
 
 MAX_SAMPLES_BYTES = 1024 * files.MIB  # about half a million requests of 1,000 tokens each
@@ -63,7 +70,7 @@ class RunFolder:
         (path / "metrics").mkdir(parents=True)
         (path / "logs").mkdir()
         folder = cls(path)
-        files.write_atomic(path / "spec.yaml", spec_text.encode())
+        files.write_atomic(path / "spec.yaml", _redacted_spec(spec_text).encode())
         folder.write_meta(meta)
         return folder
 
@@ -109,6 +116,8 @@ class RunFolder:
             self._samples = path.open("a", encoding="utf-8")
             if not files.ends_a_line(path):
                 self._samples.write("\n")  # a kill tore the last line: leave it on its own
+        if sample.error:  # a server's error message may quote what it was sent
+            sample = sample.model_copy(update={"error": redact.text(sample.error)})
         self._samples.write(sample.model_dump_json(exclude_none=True) + "\n")
         self._samples.flush()  # in the kernel's hands: a killed process loses nothing
 
@@ -134,7 +143,7 @@ class RunFolder:
 
     def write_metrics(self, name: str, text: str) -> Path:
         path = self.path / "metrics" / f"{name}.prom"
-        files.write_atomic(path, text.encode())
+        files.write_atomic(path, redact.text(text).encode())  # labels name the model
         return path
 
     def read_metrics(self, relative: str) -> metrics.Snapshot:
@@ -198,8 +207,21 @@ M = TypeVar("M", bound=Model)
 
 
 def _json(model: Model) -> bytes:
-    """The model as the run folder keeps it: what is set, in field order, indented."""
-    return (json.dumps(model.model_dump(exclude_unset=True), indent=2) + "\n").encode()
+    """The model as the run folder keeps it: what is set, in field order, indented, no secret
+    (a server's URL, its command line, the model name it reports)."""
+    data = redact.data(model.model_dump(exclude_unset=True))
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def _redacted_spec(text: str) -> str:
+    """The spec's text with its secrets masked; the text itself when it has none."""
+    tree = store.parse_text(text)
+    plain = store.plain(tree)
+    masked = redact.data(plain)
+    if masked is plain:
+        return text
+    store.merge(tree, masked)  # comments and key order kept
+    return store.dump(tree)
 
 
 def _read(path: Path, model: type[M]) -> M:

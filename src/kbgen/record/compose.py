@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from kbgen import __version__, redact
+from kbgen import __version__
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
@@ -51,9 +51,8 @@ def comparability(meta: RunMeta, order: list[str]) -> list[str]:
 
 
 def _recorded(variant: Variant) -> Variant:
-    """A spec's variant as a record keeps it: what it sets, secrets redacted."""
-    kept = Variant.model_validate(variant.model_dump(exclude_none=True, exclude_defaults=True))
-    return kept.model_copy(update={"args": redact.args(kept.args)}) if kept.args else kept
+    """A spec's variant as a record keeps it: what it sets (secrets are masked on writing)."""
+    return Variant.model_validate(variant.model_dump(exclude_none=True, exclude_defaults=True))
 
 
 def _rounds(rounds: int, seed: int, order: list[tuple[int, str]] | None) -> dict[str, Any]:
@@ -117,7 +116,7 @@ def from_run(
             engine=Engine(name="vllm", version=first.engine_version),
             model=ModelInfo(name=first.model),
             hardware=hardware,
-            server_args=redact.args(list(getattr(spec.server, "args", []))),
+            server_args=list(getattr(spec.server, "args", [])),
             baseline=spec.baseline,
             variants={name: _recorded(v) for name, v in spec.variants.items()},
         ),

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from kbgen import redact
 from kbgen.bench import driver
 from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
@@ -152,6 +153,7 @@ def samples_bytes(evidence: Evidence) -> bytes:
         base = origin[s.attempt]
         compact = s.model_copy(
             update={
+                "error": s.error and redact.text(s.error),  # a server's message may quote secrets
                 "scheduled_ns": s.scheduled_ns - base,
                 "sent_ns": s.sent_ns - base,
                 "chunk_ns": [t - base for t in s.chunk_ns],

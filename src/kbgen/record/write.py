@@ -9,7 +9,8 @@ A record and its samples file are replaced together or not at all: both are writ
 lock on the record's folder (`files.locked`), after checking that the record is still what it
 was when the new one was composed — a planned record unchanged since it was read, a new record
 still absent. Of two writers racing for one record, the second finds the first's record
-and raises Conflict before it writes a byte.
+and raises Conflict before it writes a byte. No secret is written:
+the composed record and the samples' error messages pass `kbgen.redact` first.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from kbgen import redact
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import files, store
 from kbgen.kb.models import RawSamples, Record
@@ -39,6 +41,7 @@ def write(
     Raises Conflict, having written nothing, when the record at `path` is no longer `planned`
     (or, for a new record, exists now).
     """
+    record = _without_secrets(record)
     content = samples_bytes(evidence) if evidence is not None else None
     if content is not None and record.raw_samples is not None:
         sha256 = hashlib.sha256(content).hexdigest()
@@ -56,6 +59,13 @@ def write(
             files.write_atomic(path.parent / record.raw_samples.path, content)
         store.save(doc)
     return path
+
+
+def _without_secrets(record: Record) -> Record:
+    """The record with every secret in it masked: server arguments, the model's name, notes."""
+    tree = record.model_dump(exclude_unset=True)
+    masked = redact.data(tree)
+    return record if masked is tree else Record.model_validate(masked)
 
 
 def _filled_in(doc: store.Document, record: Record) -> store.Document:
