@@ -251,7 +251,8 @@ def test_a_resume_takes_the_secrets_from_the_environment(
     monkeypatch.delenv("KBGEN_TEST_KEY", raising=False)
     refused = out.kbgen("bench", str(spec), "--runs", "runs", code=1)
     assert re.search(
-        r"spec-process.yaml:\d+: server.args\[1\]: \$\{KBGEN_TEST_KEY\} is not set in the environment",
+        r"spec-process.yaml:\d+: server.args\[1\]: "
+        r"\$\{KBGEN_TEST_KEY\} is not set in the environment",
         refused.stderr,
     ), refused.stderr
     assert not (tmp_path / "runs").exists()  # refused before a run folder was made

@@ -45,8 +45,8 @@ from kbgen.bench.spec import (
 )
 from kbgen.errors import InvalidInput, ServerFailed, UsageError
 from kbgen.kb import files
-from kbgen.kb.problems import located
 from kbgen.kb.models import Variant
+from kbgen.kb.problems import located
 
 TAIL_LINES = 30
 POLL_S = 0.5
