@@ -36,7 +36,7 @@ from kbgen.bench.launch import Launched, Launcher, launcher_for
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec, WorkloadSpec
+from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
 from kbgen.errors import ServerFailed, ServerUnreachable
 from kbgen.kb import git
 from kbgen.kb.models import Hardware, baseline_first
@@ -126,6 +126,18 @@ def plan(
     ]
 
 
+def load_suite(spec: ExperimentSpec, path: Path) -> dict[str, list[str]]:
+    """The spec's prompts by class, checked: the file's own problems, or a run that would plan
+    more requests than `spec.MAX_REQUESTS`, are InvalidInput (located in `path`, the spec).
+
+    Called before a run folder is created, so that a spec that cannot run leaves none behind.
+    """
+    w = spec.workload
+    suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
+    check_requests(spec, suite, path)
+    return suite
+
+
 def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
@@ -195,12 +207,16 @@ async def run(
     folder: RunFolder,
     events: Events | None = None,
     launcher: Launcher | None = None,
+    suite: dict[str, list[str]] | None = None,
 ) -> RunTotals:
     """Measure every request of the plan that has no successful sample yet; return the totals.
 
-    `launcher` replaces the one the spec's server section asks for (tests count its starts).
+    `launcher` replaces the one the spec's server section asks for (tests count its starts);
+    `suite` is the spec's prompts as `load_suite` gave them (read from the folder's spec if not).
     """
-    await _Run(spec, folder, events or NoEvents(), launcher).all_windows()
+    if suite is None:
+        suite = load_suite(spec, folder.spec_path)
+    await _Run(spec, folder, events or NoEvents(), launcher, suite).all_windows()
     run_totals = totals(spec, folder)
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
@@ -224,13 +240,16 @@ class _Run:
     """One `kbgen bench` invocation over a run folder (a first run or a resume)."""
 
     def __init__(
-        self, spec: ExperimentSpec, folder: RunFolder, events: Events, launcher: Launcher | None
+        self,
+        spec: ExperimentSpec,
+        folder: RunFolder,
+        events: Events,
+        launcher: Launcher | None,
+        suite: dict[str, list[str]],
     ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
-        self.suite = prompts.load(
-            Path(self.workload.prompts), self.workload.classes, self.workload.per_class
-        )
+        self.suite = suite
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
