@@ -458,7 +458,8 @@ class ClassVerdict(Model):
         default=None, ge=0, description="Distinct prompts with data in both arms (paired)."
     )
     rounds: Count | None = Field(default=None, description="Rounds with data in both arms.")
-    per_unit: dict[Int, Finite] = Field(
+    # keys are read as text (YAML keys reach validation as strings): a lax int, the one place
+    per_unit: dict[int, Finite] = Field(
         default_factory=dict,
         description="Each paired unit's effect (prompt index or round → relative change): "
         "shown even when too few to decide.",
