@@ -284,17 +284,17 @@ class _Run:
             lambda seconds: self.events.waiting(name, seconds),
         )
         async with Client(launched.url, timeouts=self.timeouts) as client:
-            models = await client.get_json("/v1/models")
-            model = models["data"][0]["id"]
+            served = await client.served_model()
+            model = served.id
             earlier = self.folder.meta().variants.get(name)
             info = VariantRun(
                 url=launched.url,
                 command=launched.command,
                 env=launched.env,
                 reused_server=launched.reused,
-                engine_version=(await client.get_json("/version")).get("version"),
+                engine_version=await client.engine_version(),
                 model=model,
-                max_model_len=models["data"][0].get("max_model_len"),
+                max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
             )
             self.events.variant_started(name, len(todo), launched)

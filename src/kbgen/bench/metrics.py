@@ -18,8 +18,8 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.errors import MetricsError
-from kbgen.kb.models import Model
 from kbgen.kb import numbers
+from kbgen.kb.models import Model
 from kbgen.kb.numbers import Bool, Finite, NonNegative
 
 # sample name -> frozenset of (label, value) -> value

@@ -30,7 +30,9 @@ def _int64(value: int) -> int:
 
 def _non_negative(value: float) -> float:
     if value < 0:
-        raise PydanticCustomError("greater_than_equal", "Input should be greater than or equal to 0")
+        raise PydanticCustomError(
+            "greater_than_equal", "Input should be greater than or equal to 0"
+        )
     return value
 
 
