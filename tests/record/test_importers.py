@@ -548,7 +548,7 @@ def test_a_zero_ttft_guidellm_request_equal_to_its_start(tmp_path: Path) -> None
         timings["first_token_iteration"] = timings["request_start"]
 
     path = _changed(GL_BASE, tmp_path / "g.json", instant)
-    with pytest.raises(InvalidInput, match="successful\\[4\\].*is not after request_start"):
+    with pytest.raises(InvalidInput, match=r"successful\[4\].*is not after request_start"):
         imports.guidellm(path, "baseline")
 
 
@@ -557,11 +557,11 @@ def test_deep_nesting_and_huge_files_are_clear_errors(
 ) -> None:
     deep = tmp_path / "deep.json"
     deep.write_text('{"benchmarks": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    with pytest.raises(InvalidInput, match="deep.json: JSON nesting is too deep"):
+    with pytest.raises(InvalidInput, match=r"deep\.json: JSON nesting is too deep"):
         imports.guidellm(deep, "baseline")
     nested = tmp_path / "nested.json"
     nested.write_text('{"benchmarks": ' + "[" * 500 + "]" * 500 + "}")
-    with pytest.raises(InvalidInput, match="nested.json: JSON nesting is deeper than"):
+    with pytest.raises(InvalidInput, match=r"nested\.json: JSON nesting is deeper than"):
         imports.guidellm(nested, "baseline")
     monkeypatch.setattr(imports, "MAX_BYTES", BASE.stat().st_size - 1)
     with pytest.raises(InvalidInput, match=r"is [\d,]+ bytes; an import file is at most"):
