@@ -363,7 +363,8 @@ class MetricStats(Model):
         if self.stdev is None or not self.n:
             return None
         half = 1.96 * self.stdev / math.sqrt(self.n)
-        return self.mean - half, self.mean + half
+        low, high = self.mean - half, self.mean + half
+        return (low, high) if math.isfinite(low) and math.isfinite(high) else None  # 1e308s
 
 
 # variant -> prompt class -> metric -> its statistics
