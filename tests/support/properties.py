@@ -152,26 +152,26 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _located(line: str, path: Path) -> bool:
-    return re.match(rf"^{re.escape(str(path))}(:\d+)?: \S", line) is not None
+def _located(line: str, paths: tuple[Path, ...]) -> bool:
+    return any(re.match(rf"^{re.escape(str(path))}(:\d+)?: \S", line) for path in paths)
 
 
-def assert_located_error(exc: BaseException, path: Path) -> None:
-    """`exc` is kbgen's own error about `path`: each line of it `path[:line]: …`, exit 1."""
+def assert_located_error(exc: BaseException, *paths: Path) -> None:
+    """`exc` is kbgen's own error about one of `paths`: each line `path[:line]: …`, exit 1."""
     assert isinstance(exc, KbgenError), repr(exc)
     if isinstance(exc, InvalidInput):
-        assert exc.problems and all(p.path == path for p in exc.problems), exc.problems
+        assert exc.problems and all(p.path in paths for p in exc.problems), exc.problems
     lines = str(exc).splitlines()
-    assert lines and all(_located(line, path) for line in lines), lines
+    assert lines and all(_located(line, paths) for line in lines), lines
     assert exit_code(exc) == 1
 
 
-def assert_cli_outcome(result: Result, path: Path) -> None:
-    """A command either succeeded or printed located lines about `path`, a count, and exit 1."""
+def assert_cli_outcome(result: Result, *paths: Path) -> None:
+    """A command either succeeded or printed located lines about `paths`, a count, and exit 1."""
     if result.exit_code == 0:
         return
     assert isinstance(result.exception, SystemExit), result.exception  # handled: no traceback
     assert result.exit_code == 1, result.output
     *problems, count = result.stderr.splitlines()
-    assert problems and all(_located(line, path) for line in problems), result.stderr
+    assert problems and all(_located(line, paths) for line in problems), result.stderr
     assert re.fullmatch(rf"{len(problems)} problems? in 1 file\(s\)", count), count
