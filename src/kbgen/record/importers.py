@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from kbgen.bench.samples import Sample
+from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb.files import read_json
 from kbgen.kb.models import MetricName, fail_at
@@ -88,6 +89,9 @@ class _Format(BaseModel):
 
 
 Rate = Annotated[Finite, Field(ge=0, le=1)]
+# A latency of one request, in seconds: no request is timed past the longest timeout a spec may
+# set (a week); larger ones are not timings, and overflow the nanoseconds of a sample.
+Seconds = Annotated[Finite, Field(ge=0, le=MAX_TIMEOUT_S)]
 
 
 class VllmBenchResult(_Format):
@@ -126,9 +130,9 @@ class VllmBenchResult(_Format):
     spec_decode_accepted_tokens: Count | None = None
     spec_decode_per_position_acceptance_rates: list[Rate] | None = None
     # per request, in request order (seconds)
-    ttfts: list[NonNegative | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    ttfts: list[Seconds | None] | None = Field(default=None, max_length=MAX_REQUESTS)
     output_lens: list[Count | None] | None = Field(default=None, max_length=MAX_REQUESTS)
-    itls: list[list[NonNegative] | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    itls: list[list[Seconds] | None] | None = Field(default=None, max_length=MAX_REQUESTS)
     errors: list[str | None] | None = Field(default=None, max_length=MAX_REQUESTS)
     input_lens: list[Count | None] | None = Field(default=None, max_length=MAX_REQUESTS)
 
@@ -184,6 +188,11 @@ class GuideLLMTimings(_Format):
                 fail_at(
                     "GuideLLMTimings",
                     [(("last_token_iteration",), f"{last} is before first_token_iteration")],
+                )
+            if not last - start <= MAX_TIMEOUT_S:  # `not`: an overflow to inf fails too
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("last_token_iteration",), f"{last - start:g} s after request_start")],
                 )
         return self
 
