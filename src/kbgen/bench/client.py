@@ -30,8 +30,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
@@ -53,46 +52,50 @@ class Timeouts:
 # --- what the server answers, as far as kbgen reads it (other keys are ignored) ------------------
 
 
-class Usage(TypedDict, total=False):
+class _Answer(BaseModel):
+    """A part of a server's answer: what kbgen reads is typed, the rest ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Usage(_Answer):
     """An event's token counts; with continuous usage stats, running totals of the request."""
 
-    prompt_tokens: Count | None
-    completion_tokens: Count | None
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
 
 
-class Delta(TypedDict, total=False):
-    content: str | None
-    reasoning_content: str | None
+class Delta(_Answer):
+    content: str | None = None
+    reasoning_content: str | None = None
 
 
-class Choice(TypedDict, total=False):
-    text: str | None  # /v1/completions
-    delta: Delta | None  # /v1/chat/completions
+class Choice(_Answer):
+    text: str | None = None  # /v1/completions
+    delta: Delta | None = None  # /v1/chat/completions
 
 
-class Event(TypedDict, total=False):
-    """One SSE event of a streamed completion."""
+class Event(_Answer):
+    """One SSE event of a streamed completion; parsed and validated in one pass (as fast as
+    json.loads alone)."""
 
-    choices: list[Choice] | None
-    usage: Usage | None
-    error: Any
-
-
-EVENT = TypeAdapter(Event)  # parses and validates in one pass, faster than json.loads alone
+    choices: list[Choice] | None = None
+    usage: Usage | None = None
+    error: Any = None
 
 
-class ModelCard(BaseModel):
+class ModelCard(_Answer):
     id: str = Field(min_length=1, description="The served model's name.")
     max_model_len: Int | None = Field(default=None, ge=1, description="Its context length.")
 
 
-class Models(BaseModel):
+class Models(_Answer):
     """`/v1/models`: the served models; kbgen measures the first."""
 
     data: list[ModelCard] = Field(min_length=1)
 
 
-class Version(BaseModel):
+class Version(_Answer):
     """`/version`: vLLM's `{"version": "0.32.0"}`; a server without one says nothing."""
 
     version: Annotated[str, Field(min_length=1)] | None = None
@@ -379,19 +382,19 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                 done = True
                 continue
             try:
-                event = EVENT.validate_json(payload)
+                event = Event.model_validate_json(payload)
             except ValidationError as exc:
                 sample.error = f"malformed SSE event ({_first_error(exc)}): {payload[:120]!r}"
                 return
-            if "error" in event:
-                sample.error = f"server error in stream: {str(event['error'])[:200]}"
+            if "error" in event.model_fields_set:
+                sample.error = f"server error in stream: {str(event.error)[:200]}"
                 return
-            usage = event.get("usage") or {}
-            choices = event.get("choices") or []
+            usage = event.usage or Usage()
+            choices = event.choices or []
             pieces = [_text_of(c) for c in choices]
             for piece in pieces:
                 text.update(piece.encode())
-            completion = usage.get("completion_tokens")
+            completion = usage.completion_tokens
             if completion is not None:
                 if completion < seen_tokens:
                     sample.error = (
@@ -402,7 +405,7 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                 tokens = completion - seen_tokens
                 seen_tokens = completion
                 sample.output_tokens = seen_tokens
-                sample.prompt_tokens = usage.get("prompt_tokens")
+                sample.prompt_tokens = usage.prompt_tokens
             else:  # no continuous usage: a chunk with text counts, its size is unknown (0)
                 tokens = 1 if any(pieces) else 0
             if tokens > 0 and choices:
@@ -419,8 +422,8 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
 
 
 def _text_of(choice: Choice) -> str:
-    delta = choice.get("delta") or {}
-    return choice.get("text") or delta.get("content") or delta.get("reasoning_content") or ""
+    delta = choice.delta or Delta()
+    return choice.text or delta.content or delta.reasoning_content or ""
 
 
 def _describe(exc: BaseException) -> str:
