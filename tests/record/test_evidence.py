@@ -6,8 +6,12 @@ import gzip
 import json
 import random
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kbgen.bench.metrics import Counters
+from kbgen.errors import InvalidInput
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
 from tests.support.runs import make_sample
 
@@ -46,3 +50,39 @@ def test_a_committed_samples_file_is_written_back_byte_for_byte() -> None:
     assert evidence.windows["ngram"][0].spec_decode is not None
     assert evidence.windows["baseline"][0].spec_decode is None
     assert samples_bytes(evidence) == path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chunk_tokens": [True]}, "valid integer"),
+        ({"chunk_tokens": [10**12]}, "chunk_tokens sum past"),  # one ITL value per token
+        ({"chunk_ns": [10**30]}, "64 bits"),
+        ({"output_tokens": -1}, "greater than or equal to 0"),
+        ({"prompt_index": "3"}, "valid integer"),
+    ],
+    ids=["bool-tokens", "a-trillion-tokens", "time-past-64-bits", "negative-output", "string"],
+)
+def test_a_sample_with_impossible_numbers_is_a_located_error(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    sample = make_sample("a", "c", 0, 0, 50.0, random.Random(3))
+    evidence = Evidence("a", ["a", "b"], ["c"], [sample])
+    lines = gzip.decompress(samples_bytes(evidence)).decode().splitlines()
+    entry = {**json.loads(lines[1]), **change}
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(gzip.compress((lines[0] + "\n" + json.dumps(entry) + "\n").encode()))
+    with pytest.raises(InvalidInput, match=message) as info:
+        read_samples(path)
+    assert str(info.value).startswith(f"{path}: unreadable samples file")
+    assert len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", "7", '"sample"', "[" * 100_000 + "]" * 100_000])
+def test_a_samples_line_of_another_shape_is_a_located_error(tmp_path: Path, line: str) -> None:
+    evidence = Evidence("a", ["a", "b"], ["c"], [])
+    header = gzip.decompress(samples_bytes(evidence)).decode().splitlines()[0]
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(gzip.compress(f"{header}\n{line}\n".encode()))
+    with pytest.raises(InvalidInput, match="unreadable samples file"):
+        read_samples(path)

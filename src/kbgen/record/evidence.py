@@ -174,6 +174,15 @@ def read_samples(path: Path) -> Evidence:
                 evidence.windows.setdefault(variant, []).append(Counters.model_validate(entry))
             else:
                 evidence.samples.append(Sample.model_validate(entry))
-    except (OSError, ValueError, KeyError, IndexError) as exc:
+    # a line of another shape (not an object, too deep) fails as a type or recursion error
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
         raise InvalidInput([Problem(path, None, "", f"unreadable samples file: {exc}")]) from exc
     return evidence
