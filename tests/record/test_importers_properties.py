@@ -168,3 +168,25 @@ def test_extreme_vllm_bench_requests_import_or_are_located(
     folder: Path, mutation: Mutated, metric: str, allow: bool
 ) -> None:
     _imports_or_is_located(folder, "vllm-bench", mutation, metric, allow)
+
+
+SUMMARY_ONLY = {k: v for k, v in TREES["vllm-bench"].items() if k not in imports.VLLM_BENCH_LISTS}
+SUMMARIES = [k for k in SUMMARY_ONLY if k.endswith("_ms")]
+
+
+@st.composite
+def extreme_summaries(draw: st.DrawFn) -> Mutated:
+    tree = dict(SUMMARY_ONLY)
+    for key in draw(st.lists(st.sampled_from(SUMMARIES), min_size=1, unique=True)):
+        tree[key] = draw(NON_NEGATIVE | st.just(1e-310) | st.none())
+    changed = {k: v for k, v in tree.items() if v != SUMMARY_ONLY[k]}
+    return Mutated(tree, [f"{changed}"])
+
+
+@SETTINGS
+@given(mutation=extreme_summaries(), metric=st.sampled_from(METRICS), allow=st.booleans())
+def test_extreme_summaries_import_or_are_located(
+    folder: Path, mutation: Mutated, metric: str, allow: bool
+) -> None:
+    """A file without per-request lists: the verdict compares the reported means."""
+    _imports_or_is_located(folder, "vllm-bench", mutation, metric, allow)

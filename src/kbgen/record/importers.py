@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -447,8 +448,9 @@ def vllm_bench(path: Path, variant: str) -> Imported:
             }
             if reported["mean"] is not None:
                 out.stats[metric] = {k: v for k, v in reported.items() if v is not None}
-        if result.mean_tpot_ms:
-            out.stats["decode_tok_s"] = {"n": result.completed, "mean": 1000 / result.mean_tpot_ms}
+        rate = 1000 / result.mean_tpot_ms if result.mean_tpot_ms else math.inf
+        if math.isfinite(rate):  # a TPOT of 1e-310 ms has no rate a float can hold
+            out.stats["decode_tok_s"] = {"n": result.completed, "mean": rate}
             out.notes.append(f"{variant}: decode_tok_s is 1000 / mean TPOT (summary only)")
     drafts = result.spec_decode_num_drafts
     if drafts is not None:
