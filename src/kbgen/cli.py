@@ -244,15 +244,16 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     if resume is not None:
         folder = RunFolder.open(resume)
         experiment = spec.load(folder.spec_path)
-        bench_stage.check_inputs(experiment, folder)
+        attempts = folder.meta().attempts
+        suite = bench_stage.check_inputs(experiment, folder.spec_path, folder)
         launch.check_environment(experiment, folder.spec_path)
-        meta = folder.update_meta(status="running", attempts=folder.meta().attempts + 1)
+        meta = folder.update_meta(status="running", attempts=attempts + 1)
     else:
         assert spec_file is not None
         if not spec_file.is_file():
             raise UsageError(f"{spec_file}: no such file")
         experiment = spec.load(spec_file)
-        bench_stage.check_inputs(experiment)
+        suite = bench_stage.check_inputs(experiment, spec_file)  # before any folder exists
         launch.check_environment(experiment, spec_file)
         folder = RunFolder.create(
             runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
@@ -261,7 +262,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
     try:
         with progress.RichEvents() as events:
-            totals = asyncio.run(bench_stage.run(experiment, folder, events))
+            totals = asyncio.run(bench_stage.run(experiment, folder, events, suite=suite))
     except KeyboardInterrupt:
         folder.update_meta(status="interrupted")
         click.echo(

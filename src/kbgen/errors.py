@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Control characters (line breaks among them: `\x1e` and U+2028 end a line for str.splitlines)
+# as escapes, so that a key or value from a hostile file cannot split a problem over two lines.
+_ONE_LINE = {c: repr(chr(c))[1:-1] for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
+
 
 @dataclass(frozen=True, order=True)
 class Problem:
@@ -23,9 +27,10 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else f"{self.path}"
-        return (
+        said = (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
+        return said.translate(_ONE_LINE)
 
 
 class KbgenError(Exception):

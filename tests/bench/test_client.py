@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestServer
 
 from kbgen.bench.client import Api, Client, ReplayTransport, Response, Timeouts
 from kbgen.bench.samples import Sample
-from kbgen.errors import ServerUnreachable
+from kbgen.errors import ServerError, ServerUnreachable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 CAPTURES = sorted(path.name for path in FIXTURES.glob("*.sse"))
@@ -178,8 +178,14 @@ def test_each_chunk_is_stamped_when_its_read_arrives_and_sent_before_the_request
             r"^stream ended without \[DONE\] after 5 token chunks \(cut mid-event: "
             r"b'data: \{\"id\": \"cmpl-1\", \"cho'\)$",
         ),
-        ([b"data: {not json\n\n", b"data: [DONE]\n\n"], r"^malformed SSE event: '\{not json'$"),
-        ([b"data: [1, 2]\n\n", b"data: [DONE]\n\n"], r"^malformed SSE event: '\[1, 2\]'$"),
+        (
+            [b"data: {not json\n\n", b"data: [DONE]\n\n"],
+            r"^malformed SSE event \(Invalid JSON: .*\): '\{not json'$",
+        ),
+        (
+            [b"data: [1, 2]\n\n", b"data: [DONE]\n\n"],
+            r"^malformed SSE event \(Input should be an object\): '\[1, 2\]'$",
+        ),
         (
             [b'data: {"error": {"message": "out of memory"}}\n\n'],
             r"^server error in stream: .*out of memory",
@@ -194,6 +200,107 @@ def test_a_bad_stream_is_recorded_not_raised(chunks: list[bytes], error: str) ->
     assert result.error is not None
     assert re.search(error, result.error), result.error
     assert result.done_ns is not None
+
+
+def _event(**fields: Any) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"text": "a"}], **fields}).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    ("events", "error"),
+    [
+        ([_event(usage={"completion_tokens": -1})], r"usage\.completion_tokens: .*greater than"),
+        ([_event(usage={"completion_tokens": "3"})], r"usage\.completion_tokens: .*valid integer"),
+        ([_event(usage={"completion_tokens": True})], r"usage\.completion_tokens: .*valid integer"),
+        ([_event(usage={"completion_tokens": 2.5})], r"usage\.completion_tokens: .*valid integer"),
+        ([_event(usage={"completion_tokens": 1, "prompt_tokens": -4})], r"usage\.prompt_tokens"),
+        (
+            [_event(usage={"completion_tokens": 3}), _event(usage={"completion_tokens": 2})],
+            r"^usage went backwards: completion_tokens 2 after 3",
+        ),
+        ([_event(usage="many")], r"usage: Input should be an object"),
+        ([b'data: {"choices": {"text": "a"}}\n\n'], r"choices: Input should be a valid array"),
+        (
+            [b'data: {"choices": [{"delta": "a"}]}\n\n'],
+            r"choices\.0\.delta: Input should be an object",
+        ),
+        ([b'data: {"choices": [{"text": 7}]}\n\n'], r"choices\.0\.text: .*valid string"),
+        ([b'data: {"choices": [{"text": NaN}]}\n\n'], r"choices\.0\.text: .*valid string"),
+    ],
+    ids=[
+        "negative",
+        "string",
+        "bool",
+        "float",
+        "negative-prompt",
+        "falls",
+        "usage-not-object",
+        "choices-not-list",
+        "delta-not-object",
+        "text-not-string",
+        "text-nan",
+    ],
+)
+def test_an_event_with_impossible_counts_or_shapes_fails_the_sample(
+    events: list[bytes], error: str
+) -> None:
+    result, _ = stream_replayed([*events, b"data: [DONE]\n\n"])
+    assert not result.ok and result.error is not None
+    assert re.search(error, result.error), result.error
+    assert result.output_hash is None
+
+
+@pytest.mark.parametrize(
+    ("models", "version", "error"),
+    [
+        ('{"object": "list", "data": []}', '{"version": "1"}', r"/v1/models: .*data: List should"),
+        ('{"data": [{"id": ""}]}', '{"version": "1"}', r"/v1/models: .*data\.0\.id: String"),
+        ('{"data": [{"object": "model"}]}', '{"version": "1"}', r"data\.0\.id: Field required"),
+        ('["m"]', '{"version": "1"}', r"/v1/models: .*Input should be"),
+        ('{"data": [{"id": "m", "max_model_len": true}]}', '{"version": "1"}', r"max_model_len"),
+        ('{"data": [{"id": "m", "max_model_len": -5}]}', '{"version": "1"}', r"max_model_len"),
+        ('{"data": [{"id": "m"}]}', '{"version": {"v": 1}}', r"/version: .*version: Input should"),
+        ('{"data": [{"id": "m"}]}', '"0.32.0"', r"/version: .*Input should be"),
+        ('{"data": [{"id": "m"}]}', '{"version": 32}', r"/version: .*valid string"),
+    ],
+    ids=[
+        "no-models",
+        "empty-id",
+        "no-id",
+        "not-an-object",
+        "bool-length",
+        "negative-length",
+        "version-object",
+        "version-bare-string",
+        "version-number",
+    ],
+)
+def test_a_server_answer_kbgen_cannot_use_is_a_server_error(
+    models: str, version: str, error: str
+) -> None:
+    pages = {"/v1/models": (200, models), "/version": (200, version)}
+
+    async def run() -> None:
+        async with Client("http://vllm", transport=ReplayTransport(pages=pages)) as client:
+            await client.served_model()
+            await client.engine_version()
+
+    with pytest.raises(ServerError, match=error):
+        asyncio.run(run())
+
+
+def test_the_served_model_and_version_as_vllm_answers_them() -> None:
+    pages = {
+        "/v1/models": (200, '{"object": "list", "data": [{"id": "m", "max_model_len": 2048}]}'),
+        "/version": (200, '{"version": "0.32.0"}'),
+    }
+
+    async def run() -> tuple[str, int | None, str | None]:
+        async with Client("http://vllm", transport=ReplayTransport(pages=pages)) as client:
+            card = await client.served_model()
+            return card.id, card.max_model_len, await client.engine_version()
+
+    assert asyncio.run(run()) == ("m", 2048, "0.32.0")
 
 
 def test_an_http_error_keeps_the_start_of_its_body() -> None:

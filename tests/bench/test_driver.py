@@ -161,3 +161,35 @@ def test_failed_requests_are_recorded_and_the_run_goes_on(fault: str, tmp_path: 
         exclude_unset=True
     )
     assert json.loads((folder.path / "run.json").read_text())["status"] == "complete"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"prompts": "missing.jsonl"},
+            "missing.jsonl: no such prompt file",
+        ),
+        (
+            {"repeats": 1000, "rounds": 1000},
+            "spec.yaml:{line}: workload: plans 6,000,000 requests (2 variants x 1000 round(s) x "
+            "1000 repeat(s) x 3 prompts); the limit is 100,000",
+        ),
+    ],
+    ids=["missing-prompt-file", "too-many-requests"],
+)
+def test_a_spec_that_cannot_run_leaves_no_run_folder(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    spec = small_spec(tmp_path, classes=["coding"], **change)
+    spec_file = tmp_path / "spec.yaml"
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    text = yaml.safe_dump(data, sort_keys=False)
+    spec_file.write_text(text)
+    line = text[: text.index("\nworkload:")].count("\n") + 2
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(runs)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # handled: no traceback
+    assert message.format(line=line) in result.stderr.splitlines()[0]
+    assert not runs.exists()

@@ -336,3 +336,17 @@ def test_malformed_text_raises_metrics_error(text: str) -> None:
         metrics.parse(text)
     assert isinstance(info.value, KbgenError)
     assert info.value.__cause__ is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("NaN", "to nan"), ("+Inf", "to inf"), ("1.0", "to 1.0")],
+    ids=["nan", "inf", "fell"],  # 1.0 is below the before scrape's count: a restart
+)
+def test_a_counter_that_is_no_number_or_falls_raises_metrics_error(value: str, shown: str) -> None:
+    before = _text("ngram-metrics-before.txt")
+    line = re.compile(r"^(vllm:generation_tokens_total\{[^}]*\}) \S+$", re.M)
+    assert line.search(before) and _raw_total(before, "vllm:generation_tokens_total") > 1
+    after = line.sub(lambda m: f"{m[1]} {value}", _text("ngram-metrics-after.txt"))
+    with pytest.raises(MetricsError, match=f"vllm:generation_tokens_total went from .* {shown}"):
+        metrics.window(metrics.parse(before), metrics.parse(after))

@@ -78,3 +78,48 @@ def test_server_args_of_a_variant() -> None:
         "model": "/m/eagle3",
         "num_speculative_tokens": 3,
     }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ("  repeats: 1", "  repeats: true", "workload.repeats", "valid integer"),
+        ("  temperature: 0", "  temperature: .inf", "workload.temperature", "finite number"),
+        ("  temperature: 0", "  temperature: .nan", "workload.temperature", "finite number"),
+        ("  ignore_eos: true", "  ignore_eos: 1", "workload.ignore_eos", "valid boolean"),
+        ("  concurrency: 1", '  concurrency: "4"', "workload.concurrency", "valid integer"),
+        (
+            "  concurrency: 1",
+            "  concurrency: 1000000000",
+            "workload.concurrency",
+            f"less than or equal to {spec.MAX_CONCURRENCY}",
+        ),
+        ("  repeats: 1", "  repeats: 1000000", "workload.repeats", "less than or equal"),
+        ("  max_tokens: 48", "  max_tokens: 1e9", "workload.max_tokens", "valid integer"),
+        ("  seed: 0", "  seed: 99999999999999999999", "workload.seed", "fit in 64 bits"),
+        ("  startup_timeout_s: 900", "  startup_timeout_s: 1e300", "server.startup_timeout_s", ""),
+        (
+            "  classes: [coding, math, explanatory]",
+            "  classes: [coding, math, coding]",
+            "workload.classes[2]",
+            "'coding' appears twice",
+        ),
+    ],
+    ids=[
+        "repeats-bool",
+        "temperature-inf",
+        "temperature-nan",
+        "ignore-eos-int",
+        "concurrency-string",
+        "concurrency-huge",
+        "repeats-huge",
+        "max-tokens-float",
+        "seed-past-64-bits",
+        "timeout-huge",
+        "class-twice",
+    ],
+)
+def test_numbers_are_typed_finite_and_bounded(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+) -> None:
+    test_spec_mistakes_are_located(tmp_path, old, new, field, message)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from kbgen.kb import models, store
+from kbgen.errors import InvalidInput
+from kbgen.kb import loading, models, store
 from kbgen.kb.models import Plan, Record, baseline_first
 from tests.conftest import RECORD
 
@@ -117,3 +119,52 @@ def test_json_schemas() -> None:
 
 def test_the_baseline_comes_first_then_the_others_in_order() -> None:
     assert baseline_first("b", ["a", "b", "c"]) == ["b", "a", "c"]
+
+
+BASE = "measurements.baseline.coding.decode_tok_s"
+WORKLOAD = "tags: [ngram]\nworkload: {prompt_suite: s, classes: "
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ("mean: 62.6", "mean: .nan", f"{BASE}.mean", "finite"),
+        ("mean: 46.4", "mean: -.inf", "measurements.ngram.coding.decode_tok_s.mean", "finite"),
+        ("mean: 62.6", "mean: 1e400", f"{BASE}.mean", "finite"),
+        ("mean: 62.6", "mean: true", f"{BASE}.mean", "valid number"),
+        ("n: 10,", "n: true,", f"{BASE}.n", "valid integer"),
+        ("n: 10,", "n: '10',", f"{BASE}.n", "valid integer"),
+        ("n: 10,", "n: 1e1,", f"{BASE}.n", "valid integer"),
+        ("drafts: 100", "drafts: 99999999999999999999", "spec_decode.ngram.drafts", "64 bits"),
+        ("drafts: 100", "drafts: -1", "spec_decode.ngram.drafts", "greater than or equal to 0"),
+        ("effect: -0.26", "effect: .nan", "verdict.per_class.coding.effect", "finite"),
+        ("confidence: 0.95", "confidence: .inf", "verdict.confidence", "finite"),
+        ("minimum_effect: 0.05", "minimum_effect: no", "hypothesis.minimum_effect", "number"),
+        (
+            "[0.5, 0.3, 0.1, 0.05, 0.01]",
+            "[0.5, .nan]",
+            "spec_decode.ngram.per_position_acceptance[1]",
+            "finite",
+        ),
+        ("tags: [ngram]", WORKLOAD + "[a, a]}", "workload.classes[1]", "'a' appears twice"),
+        ("tags: [ngram]", WORKLOAD + "[a], repeats: true}", "workload.repeats", "valid integer"),
+    ],
+)
+def test_numbers_are_finite_and_typed(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+) -> None:
+    assert old in RECORD
+    path = tmp_path / "ngram-test.yaml"
+    path.write_text(RECORD.replace(old, new, 1))
+    with pytest.raises(InvalidInput) as info:
+        loading.load_file(path)
+    [problem] = info.value.problems
+    assert problem.field == field and message in problem.message, problem
+    text = path.read_text()
+    assert problem.line == text[: text.index(new.split("\n")[-1])].count("\n") + 1
+
+
+def test_an_interval_past_the_largest_float_is_unknown() -> None:
+    stats = models.MetricStats(n=1, mean=1e308, stdev=1e308)
+    assert stats.interval() is None
+    assert models.MetricStats(n=4, mean=10.0, stdev=2.0).interval() == pytest.approx((8.04, 11.96))

@@ -6,6 +6,7 @@ import gzip
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,41 @@ def test_a_special_samples_file_is_one_located_line(tmp_path: Path, kind: str) -
     with special.deadline(5), pytest.raises(InvalidInput) as info:
         read_samples(path)
     assert str(info.value).startswith(f"{path}: {message}")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chunk_tokens": [True]}, "valid integer"),
+        ({"chunk_tokens": [10**12]}, "chunk_tokens sum past"),  # one ITL value per token
+        ({"chunk_ns": [10**30]}, "64 bits"),
+        ({"output_tokens": -1}, "greater than or equal to 0"),
+        ({"prompt_index": "3"}, "valid integer"),
+    ],
+    ids=["bool-tokens", "a-trillion-tokens", "time-past-64-bits", "negative-output", "string"],
+)
+def test_a_sample_with_impossible_numbers_is_a_located_error(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    sample = make_sample("a", "c", 0, 0, 50.0, random.Random(3))
+    evidence = Evidence("a", ["a", "b"], ["c"], [sample])
+    lines = gzip.decompress(samples_bytes(evidence)).decode().splitlines()
+    entry = {**json.loads(lines[1]), **change}
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(gzip.compress((lines[0] + "\n" + json.dumps(entry) + "\n").encode()))
+    with pytest.raises(InvalidInput, match=message) as info:
+        read_samples(path)
+    assert str(info.value).startswith(f"{path}:2: ")
+    assert len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", "7", '"sample"', "[" * 100_000 + "]" * 100_000])
+def test_a_samples_line_of_another_shape_is_a_located_error(tmp_path: Path, line: str) -> None:
+    evidence = Evidence("a", ["a", "b"], ["c"], [])
+    header = gzip.decompress(samples_bytes(evidence)).decode().splitlines()[0]
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(gzip.compress(f"{header}\n{line}\n".encode()))
+    with pytest.raises(
+        InvalidInput, match=r"x\.samples\.jsonl\.gz:2: not a line of a samples file"
+    ):
+        read_samples(path)

@@ -261,7 +261,7 @@ def test_a_vllm_bench_file_that_disagrees_with_itself_is_refused(
     tmp_path: Path, change: Callable[[dict[str, Any]], None], message: str
 ) -> None:
     path = _changed(BASE, tmp_path / "b.json", change)
-    with pytest.raises(InvalidInput, match=f"b.json: {re.escape(message)}"):
+    with pytest.raises(InvalidInput, match=rf"b.json:1: {re.escape(message)}"):
         imports.vllm_bench(path, "baseline")
 
 
@@ -410,7 +410,10 @@ def test_guidellm_errored_requests_are_failures_and_counts_must_agree(tmp_path: 
 
     with pytest.raises(
         InvalidInput,
-        match=re.escape("request_totals.successful: says 13, but the report lists 12 successful"),
+        match=re.escape(
+            "m.json:1: benchmarks[0].metrics.request_totals.successful: says 13, but the report "
+            "lists 12 successful"
+        ),
     ):
         imports.guidellm(_changed(GL_BASE, tmp_path / "m.json", miscounted), "baseline")
 
@@ -423,3 +426,192 @@ def test_a_special_result_file_is_one_located_line(tmp_path: Path, tool: str, ki
     with special.deadline(5), pytest.raises(InvalidInput) as info:
         imports.IMPORTERS[tool](path, "baseline")
     assert str(info.value).startswith(f"{path}: {message}")
+
+
+# --- hostile import files: every one a located error, never a traceback ---------------------
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        target, *path = key.split(".")
+        node: Any = data
+        for part in [target, *path][:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = [target, *path][-1]
+        node[int(last) if isinstance(node, list) else last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (_set("ttfts.3", "fast"), "ttfts[3]", "valid number"),
+        (_set("ttfts.3", float("nan")), "ttfts[3]", "finite number"),
+        (_set("ttfts.3", -0.5), "ttfts[3]", "greater than or equal to 0"),
+        (_set("itls.2.0", float("inf")), "itls[2][0]", "finite number"),
+        (_set("itls.2.0", -1e-3), "itls[2][0]", "greater than or equal to 0"),
+        (_set("itls.2.0", 1e300), "itls[2][0]", "less than or equal to 604800"),
+        (_set("output_lens.0", True), "output_lens[0]", "valid integer"),
+        (_set("output_lens.0", 31.5), "output_lens[0]", "valid integer"),
+        (_set("completed", "12"), "completed", "valid integer"),
+        (_set("mean_ttft_ms", float("-inf")), "mean_ttft_ms", "finite number"),
+        (_set("model_id", 7), "model_id", "valid string"),
+        (lambda d: d["itls"].pop(), "itls", "holds 11 entries, ttfts 12"),
+        (
+            _set("spec_decode_accepted_tokens", 10**6),
+            "spec_decode_accepted_tokens",
+            "exceeds the",
+        ),
+        (
+            _set("spec_decode_per_position_acceptance_rates", [1.5]),
+            "spec_decode_per_position_acceptance_rates[0]",
+            "less than or equal to 1",
+        ),
+    ],
+    ids=[
+        "ttft-string",
+        "ttft-nan",
+        "ttft-negative",
+        "itl-inf",
+        "itl-negative",
+        "itl-past-a-week",
+        "length-bool",
+        "length-float",
+        "count-string",
+        "mean-minus-inf",
+        "model-number",
+        "ragged-itls",
+        "accepted-past-drafted",
+        "rate-above-one",
+    ],
+)
+def test_a_bad_vllm_bench_value_is_located(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], field: str, message: str
+) -> None:
+    source = NGRAM if "spec_decode" in field else BASE
+    path = _changed(source, tmp_path / "b.json", change)
+    with pytest.raises(InvalidInput) as info:
+        imports.vllm_bench(path, "baseline")
+    [problem] = [p for p in info.value.problems if p.field == field]
+    assert problem.line == 1 and message in problem.message, info.value.problems
+
+
+def test_json_nan_and_infinity_are_refused_where_read(tmp_path: Path) -> None:
+    text = BASE.read_text().replace('"duration": ', '"duration": NaN, "x": ', 1)
+    (tmp_path / "b.json").write_text(text)
+    with pytest.raises(InvalidInput, match=r"b\.json:1: duration: Input should be a finite"):
+        imports.vllm_bench(tmp_path / "b.json", "baseline")
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            _set("benchmarks.0.requests.successful.0.info.timings.first_token_iteration", 0.0),
+            "benchmarks[0].requests.successful[0].info.timings.first_token_iteration",
+            "is not after request_start",
+        ),
+        (
+            _set("benchmarks.0.requests.successful.1.info.timings.last_token_iteration", 1.0e9),
+            "benchmarks[0].requests.successful[1].info.timings.last_token_iteration",
+            "is before first_token_iteration",
+        ),
+        (
+            _set("benchmarks.0.requests.successful.2.output_tokens", -3),
+            "benchmarks[0].requests.successful[2].output_tokens",
+            "greater than or equal to 0",
+        ),
+        (
+            _set("benchmarks.0.requests.successful.2.info.timings.request_start", "now"),
+            "benchmarks[0].requests.successful[2].info.timings.request_start",
+            "valid number",
+        ),
+        (
+            _set("benchmarks.0.metrics.request_totals.successful", False),
+            "benchmarks[0].metrics.request_totals.successful",
+            "valid integer",
+        ),
+        (_set("benchmarks", {"0": {}}), "", "not a GuideLLM report"),
+    ],
+    ids=[
+        "zero-ttft",
+        "last-before-first",
+        "negative-tokens",
+        "timing-string",
+        "total-bool",
+        "benchmarks-object",
+    ],
+)
+def test_a_bad_guidellm_value_is_located(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], field: str, message: str
+) -> None:
+    path = _changed(GL_BASE, tmp_path / "g.json", change)
+    with pytest.raises(InvalidInput) as info:
+        imports.guidellm(path, "baseline")
+    [problem] = [p for p in info.value.problems if p.field == field]
+    assert problem.line == 1 and message in problem.message, info.value.problems
+
+
+def test_a_zero_ttft_guidellm_request_equal_to_its_start(tmp_path: Path) -> None:
+    """First token at the instant the request started: no timing to compare TTFT on."""
+
+    def instant(data: dict[str, Any]) -> None:
+        timings = data["benchmarks"][0]["requests"]["successful"][4]["info"]["timings"]
+        timings["first_token_iteration"] = timings["request_start"]
+
+    path = _changed(GL_BASE, tmp_path / "g.json", instant)
+    with pytest.raises(InvalidInput, match=r"successful\[4\].*is not after request_start"):
+        imports.guidellm(path, "baseline")
+
+
+def test_deep_nesting_and_huge_files_are_clear_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"benchmarks": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(InvalidInput, match=r"deep\.json: not JSON: nested too deeply"):
+        imports.guidellm(deep, "baseline")
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"benchmarks": ' + "[" * 500 + "]" * 500 + "}")
+    with pytest.raises(InvalidInput, match=r"nested\.json: JSON nesting is deeper than"):
+        imports.guidellm(nested, "baseline")
+    monkeypatch.setattr(imports, "MAX_BYTES", BASE.stat().st_size - 1)
+    with pytest.raises(InvalidInput, match=r"too large \([\d,]+ bytes; the limit is"):
+        imports.vllm_bench(BASE, "baseline")
+
+
+def test_too_many_requests_are_refused_before_any_is_built(tmp_path: Path) -> None:
+    n = imports.MAX_REQUESTS + 1
+
+    def too_many(data: dict[str, Any]) -> None:
+        for key in imports.VLLM_BENCH_LISTS:
+            data[key] = data[key][:1] * n
+        data["itls"] = [[]] * n
+        data["completed"] = n
+
+    path = _changed(BASE, tmp_path / "b.json", too_many)
+    with pytest.raises(InvalidInput) as info:
+        imports.vllm_bench(path, "baseline")
+    assert {p.field for p in info.value.problems} == set(imports.VLLM_BENCH_LISTS)
+    assert all(f"at most {imports.MAX_REQUESTS}" in p.message for p in info.value.problems)
+
+
+def test_a_variant_named_twice_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--from",
+            "vllm-bench",
+            f"baseline={BASE}",
+            f"baseline={NGRAM}",
+            "--spec",
+            str(Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"),
+            "--records",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 2
+    assert result.stderr == "error: variant 'baseline' given more than once\n"
+    assert list(tmp_path.iterdir()) == []

@@ -174,3 +174,21 @@ def test_classes_that_agree_are_not_repeated(kb_dir: Path, site: Site) -> None:
     pages = site(kb_dir)
     assert "| refuted | ngram |" in pages["records/index.md"]
     assert "**refuted**\n" in pages["plans/next-steps.md"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("primary_metric: decode_tok_s", "primary_metric: ttft_ms"),  # measured, not the primary
+        ("    per_position_acceptance: [0.5, 0.3, 0.1, 0.05, 0.01]\n", ""),  # counters, no rates
+    ],
+    ids=["primary-metric-not-measured", "spec-decode-without-rates"],
+)
+def test_a_record_without_a_chart_renders_without_it(
+    kb_dir: Path, site: Site, old: str, new: str
+) -> None:
+    assert old in RECORD
+    (kb_dir / "ngram-test.yaml").write_text(RECORD.replace(old, new))
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert "## Measurements" in page and "decode_tok_s" in page
+    assert page.count('<figure class="kbgen-figure">') == 1  # the other chart is still drawn

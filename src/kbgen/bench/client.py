@@ -11,9 +11,11 @@ bottleneck it is measuring.
 Every request's generated text is hashed as it streams (SHA-256, its first 16 hex digits kept as
 `Sample.output_hash`), so the analysis can tell whether two arms generated the same output.
 
-A failed request — an HTTP error, a dropped or stalled stream, a malformed event, an error event
-from the server — comes back as a Sample with `error` set, never as an exception and never as a
-silently shortened success.
+A failed request — an HTTP error, a dropped or stalled stream, a malformed event (one that is
+not the shape `Event` says: usage counts that are not non-negative integers, or that fall), an
+error event from the server — comes back as a Sample with `error` set, never as an exception and
+never as a silently shortened success. What `/v1/models` and `/version` answer is validated too
+(`Models`, `Version`): an answer kbgen cannot use is a ServerError that says why.
 """
 
 from __future__ import annotations
@@ -24,16 +26,19 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbgen import redact
 from kbgen.bench.samples import Sample
-from kbgen.errors import ServerUnreachable
+from kbgen.errors import ServerError, ServerUnreachable
+from kbgen.kb.numbers import Count, Int
 
 Api = Literal["completions", "chat"]
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,64 @@ class Timeouts:
     connect_s: float = 10.0
     stall_s: float = 60.0
     request_s: float = 1800.0
+
+
+# --- what the server answers, as far as kbgen reads it (other keys are ignored) ------------------
+
+
+class _Answer(BaseModel):
+    """A part of a server's answer: what kbgen reads is typed, the rest ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Usage(_Answer):
+    """An event's token counts; with continuous usage stats, running totals of the request."""
+
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+
+
+class Delta(_Answer):
+    content: str | None = None
+    reasoning_content: str | None = None
+
+
+class Choice(_Answer):
+    text: str | None = None  # /v1/completions
+    delta: Delta | None = None  # /v1/chat/completions
+
+
+class Event(_Answer):
+    """One SSE event of a streamed completion; parsed and validated in one pass (as fast as
+    json.loads alone)."""
+
+    choices: list[Choice] | None = None
+    usage: Usage | None = None
+    error: Any = None
+
+
+class ModelCard(_Answer):
+    id: str = Field(min_length=1, description="The served model's name.")
+    max_model_len: Int | None = Field(default=None, ge=1, description="Its context length.")
+
+
+class Models(_Answer):
+    """`/v1/models`: the served models; kbgen measures the first."""
+
+    data: list[ModelCard] = Field(min_length=1)
+
+
+class Version(_Answer):
+    """`/version`: vLLM's `{"version": "0.32.0"}`; a server without one says nothing."""
+
+    version: Annotated[str, Field(min_length=1)] | None = None
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
 class TransportError(Exception):
@@ -256,6 +319,24 @@ class Client:
         except ValueError as exc:
             raise ServerUnreachable(f"{self._where(path)}: not JSON: {body[:200]!r}") from exc
 
+    async def _answer(self, path: str, model: type[M]) -> M:
+        data = await self.get_json(path)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise ServerError(
+                f"{self.base_url}{path}: an answer kbgen cannot use ({_first_error(exc)}): "
+                f"{json.dumps(data)[:200]}"
+            ) from exc
+
+    async def served_model(self) -> ModelCard:
+        """The model `/v1/models` names first; ServerError when it names none."""
+        return (await self._answer("/v1/models", Models)).data[0]
+
+    async def engine_version(self) -> str | None:
+        """What `/version` answers (None: the server does not say)."""
+        return (await self._answer("/version", Version)).version
+
     async def metrics_text(self) -> str:
         status, body = await self.get("/metrics", timeout_s=30.0)
         if status != 200:
@@ -306,26 +387,30 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                 done = True
                 continue
             try:
-                event = json.loads(payload)
-            except ValueError:
-                sample.error = f"malformed SSE event: {payload[:120]!r}"
+                event = Event.model_validate_json(payload)
+            except ValidationError as exc:
+                sample.error = f"malformed SSE event ({_first_error(exc)}): {payload[:120]!r}"
                 return
-            if not isinstance(event, dict):
-                sample.error = f"malformed SSE event: {payload[:120]!r}"
+            if "error" in event.model_fields_set:
+                sample.error = f"server error in stream: {str(event.error)[:200]}"
                 return
-            if "error" in event:
-                sample.error = f"server error in stream: {str(event['error'])[:200]}"
-                return
-            usage = event.get("usage") or {}
-            choices = event.get("choices") or []
+            usage = event.usage or Usage()
+            choices = event.choices or []
             pieces = [_text_of(c) for c in choices]
             for piece in pieces:
                 text.update(piece.encode())
-            if usage.get("completion_tokens") is not None:
-                tokens = usage["completion_tokens"] - seen_tokens
-                seen_tokens = usage["completion_tokens"]
+            completion = usage.completion_tokens
+            if completion is not None:
+                if completion < seen_tokens:
+                    sample.error = (
+                        f"usage went backwards: completion_tokens {completion} after "
+                        f"{seen_tokens}: {payload[:120]!r}"
+                    )
+                    return
+                tokens = completion - seen_tokens
+                seen_tokens = completion
                 sample.output_tokens = seen_tokens
-                sample.prompt_tokens = usage.get("prompt_tokens")
+                sample.prompt_tokens = usage.prompt_tokens
             else:  # no continuous usage: a chunk with text counts, its size is unknown (0)
                 tokens = 1 if any(pieces) else 0
             if tokens > 0 and choices:
@@ -341,9 +426,9 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
         sample.output_hash = text.hexdigest()[:16]
 
 
-def _text_of(choice: dict[str, Any]) -> str:
-    delta = choice.get("delta") or {}
-    return str(choice.get("text") or delta.get("content") or delta.get("reasoning_content") or "")
+def _text_of(choice: Choice) -> str:
+    delta = choice.delta or Delta()
+    return choice.text or delta.content or delta.reasoning_content or ""
 
 
 def _describe(exc: BaseException) -> str:

@@ -36,7 +36,7 @@ from kbgen.bench.launch import Launched, Launcher, launcher_for
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec, WorkloadSpec
+from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
 from kbgen.errors import InvalidInput, ServerFailed, ServerUnreachable
 from kbgen.kb import git
 from kbgen.kb.models import Hardware, baseline_first
@@ -196,12 +196,16 @@ async def run(
     folder: RunFolder,
     events: Events | None = None,
     launcher: Launcher | None = None,
+    suite: dict[str, list[str]] | None = None,
 ) -> RunTotals:
     """Measure every request of the plan that has no successful sample yet; return the totals.
 
-    `launcher` replaces the one the spec's server section asks for (tests count its starts).
+    `launcher` replaces the one the spec's server section asks for (tests count its starts);
+    `suite` is the spec's prompts as `check_inputs` gave them (read from the folder's spec if not).
     """
-    await _Run(spec, folder, events or NoEvents(), launcher).all_windows()
+    if suite is None:
+        suite = check_inputs(spec, folder.spec_path)
+    await _Run(spec, folder, events or NoEvents(), launcher, suite).all_windows()
     run_totals = totals(spec, folder)
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
@@ -214,15 +218,14 @@ def _key(sample: Sample) -> Key:
     )
 
 
-def suite_of(workload: WorkloadSpec) -> dict[str, list[str]]:
-    """The prompts a run sends, by class; InvalidInput located in the suite otherwise."""
-    return prompts.load(Path(workload.prompts), workload.classes, workload.per_class)
-
-
-def check_inputs(spec: ExperimentSpec, folder: RunFolder | None = None) -> None:
-    """Everything a run reads before it measures, checked before it writes a byte: the prompt
-    suite, and on a resume (`folder`) its run.json (every window of its order an arm and a
-    round of the spec) and its samples. A spec or folder that fails leaves no trace."""
+def check_inputs(
+    spec: ExperimentSpec, path: Path, folder: RunFolder | None = None
+) -> dict[str, list[str]]:
+    """Everything a run reads before it measures, checked before it writes a byte; the spec's
+    prompts by class. The prompt suite (its own problems, or a run that would plan more
+    requests than `spec.MAX_REQUESTS`, located in `path`, the spec), and on a resume
+    (`folder`) its run.json (every window of its order an arm and a round of the spec) and its
+    samples. A spec or folder that fails leaves no trace: no run folder, nothing changed."""
     if folder is not None:
         rounds = range(spec.workload.rounds)
         for i, (round_, arm) in enumerate(folder.meta().order or []):
@@ -230,7 +233,10 @@ def check_inputs(spec: ExperimentSpec, folder: RunFolder | None = None) -> None:
                 what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
         folder.read_samples()
-    suite_of(spec.workload)
+    w = spec.workload
+    suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
+    check_requests(spec, suite, path)
+    return suite
 
 
 def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
@@ -244,11 +250,16 @@ class _Run:
     """One `kbgen bench` invocation over a run folder (a first run or a resume)."""
 
     def __init__(
-        self, spec: ExperimentSpec, folder: RunFolder, events: Events, launcher: Launcher | None
+        self,
+        spec: ExperimentSpec,
+        folder: RunFolder,
+        events: Events,
+        launcher: Launcher | None,
+        suite: dict[str, list[str]],
     ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
-        self.suite = suite_of(self.workload)
+        self.suite = suite
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
@@ -283,17 +294,17 @@ class _Run:
             lambda seconds: self.events.waiting(name, seconds),
         )
         async with Client(launched.url, timeouts=self.timeouts) as client:
-            models = await client.get_json("/v1/models")
-            model = models["data"][0]["id"]
+            served = await client.served_model()
+            model = served.id
             earlier = self.folder.meta().variants.get(name)
             info = VariantRun(
                 url=launched.url,
                 command=launched.command,
                 env=launched.env,
                 reused_server=launched.reused,
-                engine_version=(await client.get_json("/version")).get("version"),
+                engine_version=await client.engine_version(),
                 model=model,
-                max_model_len=models["data"][0].get("max_model_len"),
+                max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
             )
             self.events.variant_started(name, len(todo), launched)

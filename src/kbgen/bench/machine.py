@@ -14,6 +14,7 @@ import psutil
 from pydantic import Field
 
 from kbgen.kb.models import Model
+from kbgen.kb.numbers import Finite, Int
 
 
 class MachineLoad(Model):
@@ -23,16 +24,16 @@ class MachineLoad(Model):
     else is. A busy window measures the neighbours as much as the arms.
     """
 
-    other_cpu_percent: float = Field(
+    other_cpu_percent: Finite = Field(
         ge=0, description="CPU used by other processes, % of all cores, averaged over the window."
     )
-    steal_percent: float | None = Field(
+    steal_percent: Finite | None = Field(
         default=None, ge=0, description="CPU time stolen by the hypervisor, % (None: not known)."
     )
-    load_1m: float | None = Field(
+    load_1m: Finite | None = Field(
         default=None, ge=0, description="1-minute load average at the window's end."
     )
-    cpu_count: int = Field(ge=1, description="Logical CPUs of the machine.")
+    cpu_count: Int = Field(ge=1, description="Logical CPUs of the machine.")
 
 
 # CPU time the machine spent working. guest and guest_nice are left out: Linux already counts

@@ -10,6 +10,7 @@ figures are a `Counters`, as summary.json and a record's samples file keep them.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,7 +18,9 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.errors import MetricsError
+from kbgen.kb import numbers
 from kbgen.kb.models import Model
+from kbgen.kb.numbers import Bool, Finite, NonNegative
 
 # sample name -> frozenset of (label, value) -> value
 Snapshot = dict[str, dict[frozenset[tuple[str, str]], float]]
@@ -70,8 +73,8 @@ def _label_values(snapshot: Snapshot, name: str, label: str) -> list[str]:
 
 
 # A counter's delta: a float from the scrapes, an int where an importer read one. Kept as it
-# came, so a samples file is written back byte for byte.
-Count = int | float
+# came, so a samples file is written back byte for byte; never negative, never NaN.
+Count = numbers.Count | NonNegative
 
 
 class SpecDecodeCounters(Model):
@@ -87,13 +90,13 @@ class SpecDecodeCounters(Model):
     accepted_per_position: list[Count] = Field(
         description="Tokens accepted at each draft position, position 0 first."
     )
-    acceptance_rate: float | None = Field(
+    acceptance_rate: Finite | None = Field(
         default=None, description="accepted_tokens / draft_tokens."
     )
-    mean_acceptance_length: float | None = Field(
+    mean_acceptance_length: Finite | None = Field(
         default=None, description="1 + accepted_tokens / drafts, the bonus token included."
     )
-    per_position_acceptance: list[float] | None = Field(
+    per_position_acceptance: list[Finite] | None = Field(
         default=None, description="accepted_per_position / drafts, position by position."
     )
 
@@ -133,21 +136,20 @@ class Counters(Model):
     spec_decode: SpecDecodeCounters | None = Field(
         default=None, description="Speculative-decoding counters, when the server has them."
     )
-    client_output_tokens: int | None = Field(
+    client_output_tokens: numbers.Count | None = Field(
         default=None, description="Output tokens the client counted over the same window."
     )
-    tokens_match: bool | None = Field(
+    tokens_match: Bool | None = Field(
         default=None, description="Whether generation_tokens equals client_output_tokens."
     )
     load: MachineLoad | None = Field(
         default=None, description="How busy the machine was during the window (None: unknown)."
     )
-    round: int | None = Field(
-        default=None, ge=0, description="Round of the interleaved design (None: one round)."
+    round: numbers.Count | None = Field(
+        default=None, description="Round of the interleaved design (None: one round)."
     )
-    window_s: float | None = Field(
+    window_s: NonNegative | None = Field(
         default=None,
-        ge=0,
         description="The window's length, first send to last completion, in seconds: the "
         "denominator of its aggregate output throughput.",
     )
@@ -161,7 +163,14 @@ def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Count
         start = _total(before, name, model, **labels)
         if end is None:
             return None
-        return end - (start or 0.0)
+        value = end - (start or 0.0)
+        if not math.isfinite(value) or value < 0:  # a counter only grows
+            series = name + "".join(f" {k}={v}" for k, v in labels.items())
+            raise MetricsError(
+                f"/metrics: counter {series} went from {start} to {end} over a window "
+                "(a counter never falls and is a number: did the server restart?)"
+            )
+        return value
 
     counters = Counters(
         generation_tokens=delta(GENERATION),

@@ -15,6 +15,7 @@ from pydantic import Field
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
 from kbgen.kb.models import Hardware, Model
+from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
@@ -22,16 +23,16 @@ RunStatus = Literal["running", "complete", "interrupted", "failed"]
 class Window(Model):
     """One measurement window of a variant: when it ran and its two `/metrics` scrapes."""
 
-    index: int = Field(ge=0, description="Window number within the variant, from 0.")
-    start_ns: int = Field(description="perf_counter_ns just before its first request.")
-    end_ns: int = Field(description="perf_counter_ns once its last request had finished.")
-    attempt: int = Field(ge=0, description="Which run of the folder measured it: 0 first.")
+    index: Count = Field(description="Window number within the variant, from 0.")
+    start_ns: Int = Field(description="perf_counter_ns just before its first request.")
+    end_ns: Int = Field(description="perf_counter_ns once its last request had finished.")
+    attempt: Count = Field(description="Which run of the folder measured it: 0 first.")
     before: str = Field(description="The scrape before, relative to the run folder.")
     after: str | None = Field(
         description="The scrape after; None when the server no longer answered."
     )
-    round: int | None = Field(
-        default=None, ge=0, description="Round of the interleaved design, from 0 (None: one round)."
+    round: Count | None = Field(
+        default=None, description="Round of the interleaved design, from 0 (None: one round)."
     )
     load: MachineLoad | None = Field(
         default=None, description="How busy the machine was meanwhile (None: not measured)."
@@ -44,10 +45,10 @@ class VariantRun(Model):
     url: str = Field(description="Base URL of the server.")
     command: list[str] = Field(description="The command that started it (secrets redacted).")
     env: dict[str, str] = Field(description="Extra environment it was started with (redacted).")
-    reused_server: bool = Field(description="Whether the previous variant's server was reused.")
+    reused_server: Bool = Field(description="Whether the previous variant's server was reused.")
     engine_version: str | None = Field(description="What `/version` answered.")
     model: str = Field(description="The served model, as `/v1/models` names it.")
-    max_model_len: int | None = Field(description="The served context length.")
+    max_model_len: Int | None = Field(ge=1, description="The served context length.")
     windows: list[Window] = Field(description="Its measurement windows, in order.")
 
 
@@ -62,18 +63,18 @@ class RunMeta(Model):
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."
     )
-    attempts: int = Field(ge=1, description="How many times it was run: 1, then 2 on a resume.")
+    attempts: Int = Field(ge=1, description="How many times it was run: 1, then 2 on a resume.")
     variants: dict[str, VariantRun] = Field(description="Each variant measured so far.")
     finished: str | None = Field(
         default=None, description="When the run completed (UTC, ISO 8601); absent until then."
     )
-    order: list[tuple[int, str]] | None = Field(
+    order: list[tuple[Int, str]] | None = Field(
         default=None,
         description="The measurement windows as [round, variant], in the order they run (a "
         "resume keeps it); absent in a folder written before rounds existed (baseline first).",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
     )
-    order_seed: int | None = Field(
+    order_seed: Int | None = Field(
         default=None,
         description="The spec's order_seed: it seeded the order and each round's prompt order.",
     )
@@ -84,17 +85,17 @@ class VariantTotals(Model):
 
     engine_version: str | None = Field(description="What `/version` answered.")
     model: str = Field(description="The served model.")
-    requests_ok: int = Field(ge=0, description="Requests with a successful sample.")
-    requests_failed: int = Field(ge=0, description="Requests that never succeeded.")
-    output_tokens: int = Field(ge=0, description="Output tokens of the successful samples.")
-    window_s: float = Field(ge=0, description="Seconds in its measurement windows.")
-    output_tok_s: float | None = Field(
+    requests_ok: Count = Field(description="Requests with a successful sample.")
+    requests_failed: Count = Field(description="Requests that never succeeded.")
+    output_tokens: Count = Field(description="Output tokens of the successful samples.")
+    window_s: NonNegative = Field(description="Seconds in its measurement windows.")
+    output_tok_s: Finite | None = Field(
         description="output_tokens / window_s (None without a window)."
     )
     windows: list[Counters] = Field(
         description="The counters of each window that has its closing scrape."
     )
-    tokens_match: bool | None = Field(
+    tokens_match: Bool | None = Field(
         description="Whether every window's counts agree (None without such a window)."
     )
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kbgen.bench.spec import MAX_TOKENS
+from kbgen.kb.numbers import Bool, Count, Int
 
 
 class Sample(BaseModel):
@@ -23,40 +26,46 @@ class Sample(BaseModel):
 
     variant: str = Field(description="Variant (server configuration) it was sent to.")
     prompt_class: str = Field(description="Class of its prompt.")
-    prompt_index: int = Field(description="Index of the prompt within the suite's class.")
-    repeat: int = Field(description="Repeat number, from 0; warm-up requests are not samples.")
-    round: int | None = Field(
+    prompt_index: Count = Field(description="Index of the prompt within the suite's class.")
+    repeat: Int = Field(description="Repeat number, from 0; warm-up requests are not samples.")
+    round: Count | None = Field(
         default=None,
-        ge=0,
         description="Round of the interleaved design it belongs to, from 0 (arms alternate round "
         "by round); None in a run without rounds, which is one round (0).",
     )
-    attempt: int = Field(
+    attempt: Count = Field(
         default=0, description="Which run of the folder sent it: 0 first, 1 the first resume."
     )
-    scheduled_ns: int = Field(description="When the request was due to be sent.")
-    sent_ns: int = Field(description="Just before the request was written to the socket.")
-    chunk_ns: list[int] = Field(
+    scheduled_ns: Int = Field(description="When the request was due to be sent.")
+    sent_ns: Int = Field(description="Just before the request was written to the socket.")
+    chunk_ns: list[Int] = Field(
         default_factory=list, description="Arrival time of every token-bearing stream chunk."
     )
-    chunk_tokens: list[int] = Field(
+    chunk_tokens: list[Count] = Field(
         default_factory=list,
         description="Generated tokens in each of those chunks (from continuous usage stats).",
     )
-    chunks_complete: bool = Field(
+    chunks_complete: Bool = Field(
         default=True,
         description="False when `chunk_ns` holds only the first and last token times (an import "
         "from a tool that keeps no more): then there are no chunk gaps or ITLs.",
     )
-    done_ns: int | None = Field(default=None, description="When the stream ended.")
-    prompt_tokens: int | None = Field(default=None, description="Prompt tokens (server usage).")
-    output_tokens: int | None = Field(default=None, description="Generated tokens (usage).")
+    done_ns: Int | None = Field(default=None, description="When the stream ended.")
+    prompt_tokens: Count | None = Field(default=None, description="Prompt tokens (server usage).")
+    output_tokens: Count | None = Field(default=None, description="Generated tokens (usage).")
     output_hash: str | None = Field(
         default=None,
         description="First 16 hex digits of the SHA-256 of the generated text: tells whether two "
         "arms generated the same output for a prompt.",
     )
     error: str | None = Field(default=None, description="Why the request failed; None if ok.")
+
+    @model_validator(mode="after")
+    def _tokens_bounded(self) -> Sample:
+        # the per-token ITL has one value per token: a count past any output is no count
+        if sum(self.chunk_tokens) > MAX_TOKENS:
+            raise ValueError(f"chunk_tokens sum past {MAX_TOKENS:,} tokens (max_tokens' limit)")
+        return self
 
     @property
     def ok(self) -> bool:

@@ -14,8 +14,32 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from kbgen.errors import InvalidInput
 from kbgen.kb import loading as kb
-from kbgen.kb.models import Api, Hypothesis, Model, Slug, TaskRef, Variant, fail_at
+from kbgen.kb.models import (
+    Api,
+    Hypothesis,
+    Model,
+    Slug,
+    TaskRef,
+    Variant,
+    fail_at,
+    repeats_of,
+)
+from kbgen.kb.numbers import Bool, Finite, Int
+from kbgen.kb.problems import located
+
+# Limits of a spec. Concurrency: vLLM batches at most `max_num_seqs` sequences (256 by
+# default, 1024 on large GPUs); past a few thousand streams the client measures itself, not
+# the server. Requests: every request of a run is planned and its sample kept in memory while
+# the record is made; 100,000 is more than a day of requests at one a second.
+MAX_CONCURRENCY = 4096
+MAX_REQUESTS = 100_000
+MAX_REPEATS = 1000
+MAX_ROUNDS = 1000
+MAX_TOKENS = 1_048_576  # output tokens per request: past every served context length
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; larger ones overflow the event loop's clock
+Timeout = Annotated[Finite, Field(gt=0, le=MAX_TIMEOUT_S)]
 
 
 class ExternalServer(Model):
@@ -23,7 +47,7 @@ class ExternalServer(Model):
 
     launcher: Literal["external"] = Field(description="Reach a running server by URL.")
     url: str = Field(description="Base URL.", examples=["http://127.0.0.1:8000"])
-    startup_timeout_s: float = Field(default=600, gt=0, description="How long to wait for it.")
+    startup_timeout_s: Timeout = Field(default=600, description="How long to wait for it.")
 
 
 class ProcessServer(Model):
@@ -43,13 +67,12 @@ class ProcessServer(Model):
         examples=[["--max-model-len", "2048"]],
     )
     host: str = Field(default="127.0.0.1", description="Address to bind and to reach.")
-    port: int = Field(default=8000, ge=1, le=65535, description="Port to bind and to reach.")
+    port: Int = Field(default=8000, ge=1, le=65535, description="Port to bind and to reach.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment of the server process."
     )
-    startup_timeout_s: float = Field(
+    startup_timeout_s: Timeout = Field(
         default=3600,
-        gt=0,
         description="How long a start may take before kbgen gives up (a large model loads for "
         "an hour or more).",
     )
@@ -74,7 +97,7 @@ class CommandServer(Model):
         examples=["sudo systemctl stop vllm@{variant}"],
     )
     url: str = Field(description="Base URL of the server once started.")
-    startup_timeout_s: float = Field(default=3600, gt=0, description="How long a start may take.")
+    startup_timeout_s: Timeout = Field(default=3600, description="How long a start may take.")
 
 
 Server = Annotated[
@@ -93,40 +116,57 @@ class WorkloadSpec(Model):
     classes: list[Slug] = Field(
         min_length=1, description="Prompt classes to measure.", examples=[["coding", "math"]]
     )
-    per_class: int | None = Field(
-        default=None, ge=1, description="Use the first N prompts of each class (all if unset)."
+    per_class: Int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REQUESTS,
+        description="Use the first N prompts of each class (all if unset).",
     )
     api: Api = Field(default="completions", description="OpenAI endpoint.")
-    max_tokens: int = Field(default=128, ge=1, description="Output tokens per request.")
-    temperature: float = Field(default=0.0, ge=0, description="Sampling temperature.")
-    ignore_eos: bool = Field(
+    max_tokens: Int = Field(
+        default=128, ge=1, le=MAX_TOKENS, description="Output tokens per request."
+    )
+    temperature: Finite = Field(default=0.0, ge=0, description="Sampling temperature.")
+    ignore_eos: Bool = Field(
         default=True, description="Force `max_tokens` tokens, so both arms generate as many."
     )
-    seed: int | None = Field(default=0, description="Sampling seed sent with every request.")
-    warmup: int = Field(
+    seed: Int | None = Field(default=0, description="Sampling seed sent with every request.")
+    warmup: Int = Field(
         default=2,
         ge=0,
-        description="Requests before the measurement window (at least concurrency).",
+        le=MAX_CONCURRENCY,
+        description="Requests before the measurement window (at least concurrency), sent at once.",
     )
-    repeats: int = Field(
-        default=3, ge=1, description="Times each prompt is sent to each arm within a round."
+    repeats: Int = Field(
+        default=3,
+        ge=1,
+        le=MAX_REPEATS,
+        description="Times each prompt is sent to each arm within a round.",
     )
-    rounds: int = Field(
+    rounds: Int = Field(
         default=1,
         ge=1,
-        le=1000,
+        le=MAX_ROUNDS,
         description="Rounds of the interleaved design: in each round every arm runs once, in a "
         "seeded, balanced order (AB, BA, …), so the arms are not confounded with time. A round "
         "restarts the server only when its arguments differ from the running one's.",
     )
-    order_seed: int = Field(
+    order_seed: Int = Field(
         default=0, description="Seed of the round order and of the prompt order within a round."
     )
-    concurrency: int = Field(default=1, ge=1, description="Requests in flight at once.")
-    stall_timeout_s: float = Field(
-        default=120, gt=0, description="A stream silent this long is recorded as failed."
+    concurrency: Int = Field(
+        default=1, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once."
     )
-    request_timeout_s: float = Field(default=1800, gt=0, description="Limit for one request.")
+    stall_timeout_s: Timeout = Field(
+        default=120, description="A stream silent this long is recorded as failed."
+    )
+    request_timeout_s: Timeout = Field(default=1800, description="Limit for one request.")
+
+    @model_validator(mode="after")
+    def _classes_once(self) -> WorkloadSpec:
+        # a class listed twice would send each of its prompts twice as often as the spec says
+        fail_at("WorkloadSpec", repeats_of("classes", self.classes))
+        return self
 
 
 class ExperimentSpec(Model):
@@ -159,6 +199,26 @@ def server_args(variant: Variant) -> list[str]:
         config = variant.speculative_config.model_dump(exclude_none=True)
         args += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     return args
+
+
+def check_requests(spec: ExperimentSpec, suite: dict[str, list[str]], path: Path) -> None:
+    """InvalidInput, located at `workload` in `path` (the spec), when the run would plan more
+    than MAX_REQUESTS requests with the prompts of `suite`."""
+    prompts = sum(len(suite[name]) for name in spec.workload.classes)
+    w, arms = spec.workload, len(spec.variants)
+    planned = arms * w.rounds * w.repeats * prompts
+    if planned > MAX_REQUESTS:
+        raise InvalidInput(
+            [
+                located(
+                    path,
+                    ["workload"],
+                    f"plans {planned:,} requests ({arms} variants x {w.rounds} round(s) x "
+                    f"{w.repeats} repeat(s) x {prompts:,} prompts); the limit is "
+                    f"{MAX_REQUESTS:,}: set per_class, or split the experiment",
+                )
+            ]
+        )
 
 
 def load(path: Path) -> ExperimentSpec:

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
+
 # Bump SCHEMA_VERSION only for a change that makes existing records invalid or changes the
 # meaning of a field. kbgen has no migrations yet: such a bump must bring one, or every
 # existing record stops validating. Adding an optional field is not a bump.
@@ -89,6 +91,17 @@ def fail_at(model: str, errors: list[tuple[tuple[str | int, ...], str]]) -> None
         )
 
 
+def repeats_of(field: str, items: Iterable[object]) -> list[tuple[tuple[str | int, ...], str]]:
+    """An error at each item of the list `field` that repeats an earlier one (for `fail_at`)."""
+    seen: set[object] = set()
+    errors: list[tuple[tuple[str | int, ...], str]] = []
+    for i, item in enumerate(items):
+        if item in seen:
+            errors.append(((field, i), f"{item!r} appears twice"))
+        seen.add(item)
+    return errors
+
+
 def baseline_first(baseline: str, variants: Iterable[str]) -> list[str]:
     """The order variants are run, compared and shown in: the baseline, then the others as given."""
     return [baseline, *(name for name in variants if name != baseline)]
@@ -121,8 +134,8 @@ class Outcome(StrEnum):
 class Range(Model):
     """A figure known only as a range, as reported (e.g. "1.86–2.55")."""
 
-    low: float = Field(description="Lower end of the reported range.", examples=[1.86])
-    high: float = Field(description="Upper end of the reported range.", examples=[2.55])
+    low: Finite = Field(description="Lower end of the reported range.", examples=[1.86])
+    high: Finite = Field(description="Upper end of the reported range.", examples=[2.55])
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
@@ -131,7 +144,7 @@ class Range(Model):
         return self
 
 
-Figure = float | Range
+Figure = Finite | Range
 
 
 # --- hypothesis ---------------------------------------------------------------------------
@@ -151,13 +164,13 @@ class Hypothesis(Model):
         description="Which way the primary metric must move for the hypothesis to hold.",
         examples=["increase"],
     )
-    minimum_effect: float = Field(
+    minimum_effect: Finite = Field(
         ge=0,
         le=10,
         description="Smallest relative change that matters, as a fraction (0.05 = 5%).",
         examples=[0.05],
     )
-    min_prompts: int = Field(
+    min_prompts: Int = Field(
         default=8,
         ge=2,
         le=10_000,
@@ -173,11 +186,11 @@ class NgramConfig(Model):
     """vLLM n-gram (prompt lookup) speculation: drafts copied from the context."""
 
     method: Literal["ngram"] = Field(description="Speculation method.")
-    num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens drafted per step.")
-    prompt_lookup_max: int | None = Field(
+    num_speculative_tokens: Int = Field(ge=1, le=64, description="Tokens drafted per step.")
+    prompt_lookup_max: Int | None = Field(
         default=None, ge=1, description="Longest n-gram matched in the context."
     )
-    prompt_lookup_min: int | None = Field(
+    prompt_lookup_min: Int | None = Field(
         default=None, ge=1, description="Shortest n-gram matched in the context."
     )
 
@@ -200,8 +213,8 @@ class DraftModelConfig(Model):
         description="Draft model: a hub name or a local path.",
         examples=["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"],
     )
-    num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens drafted per step.")
-    draft_tensor_parallel_size: int | None = Field(
+    num_speculative_tokens: Int = Field(ge=1, le=64, description="Tokens drafted per step.")
+    draft_tensor_parallel_size: Int | None = Field(
         default=None, ge=1, description="Tensor parallelism of the draft model."
     )
 
@@ -249,14 +262,14 @@ class Hardware(Model):
     """Where the server ran."""
 
     cpu: str | None = Field(default=None, description="CPU model.")
-    cpu_count: int | None = Field(default=None, ge=1, description="Logical CPUs.")
+    cpu_count: Int | None = Field(default=None, ge=1, description="Logical CPUs.")
     host: str | None = Field(default=None, description="Host name, when it is not a secret.")
     accelerator: str | None = Field(
         default=None,
         description="GPU model, or none on a CPU server.",
         examples=["NVIDIA RTX PRO 6000 Blackwell"],
     )
-    count: int | None = Field(default=None, ge=1, description="Number of accelerators.")
+    count: Int | None = Field(default=None, ge=1, description="Number of accelerators.")
     interconnect: str | None = Field(
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
     )
@@ -301,30 +314,35 @@ class Workload(Model):
     classes: list[Slug] = Field(
         min_length=1, description="Prompt classes measured.", examples=[["coding", "math"]]
     )
-    max_tokens: int | None = Field(default=None, ge=1, description="Output tokens per request.")
-    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
-    ignore_eos: bool | None = Field(default=None, description="Whether output length was forced.")
-    seed: int | None = Field(default=None, description="Sampling seed.")
-    warmup: int | None = Field(default=None, ge=0, description="Warm-up requests, not measured.")
-    repeats: int | None = Field(
+    max_tokens: Int | None = Field(default=None, ge=1, description="Output tokens per request.")
+    temperature: Finite | None = Field(default=None, ge=0, description="Sampling temperature.")
+    ignore_eos: Bool | None = Field(default=None, description="Whether output length was forced.")
+    seed: Int | None = Field(default=None, description="Sampling seed.")
+    warmup: Int | None = Field(default=None, ge=0, description="Warm-up requests, not measured.")
+    repeats: Int | None = Field(
         default=None, ge=1, description="Times each prompt was sent to each arm within a round."
     )
-    concurrency: int | None = Field(default=None, ge=1, description="Requests in flight.")
+    concurrency: Int | None = Field(default=None, ge=1, description="Requests in flight.")
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
-    rounds: int | None = Field(
+    rounds: Int | None = Field(
         default=None,
         ge=1,
         description="Rounds of the interleaved design: each ran every arm once (None: one "
         "round, the baseline first).",
     )
-    order_seed: int | None = Field(
+    order_seed: Int | None = Field(
         default=None, description="Seed of the round order and of each round's prompt order."
     )
-    order: list[tuple[int, Slug]] | None = Field(
+    order: list[tuple[Int, Slug]] | None = Field(
         default=None,
         description="The measurement windows as [round, variant], in the order they ran.",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
     )
+
+    @model_validator(mode="after")
+    def _classes_once(self) -> Workload:
+        fail_at("Workload", repeats_of("classes", self.classes))
+        return self
 
 
 # --- results --------------------------------------------------------------------------------
@@ -333,19 +351,20 @@ class Workload(Model):
 class MetricStats(Model):
     """Summary statistics of one metric over the requests of one variant and class."""
 
-    n: int | None = Field(default=None, ge=0, description="Number of samples (None: unknown).")
-    mean: float = Field(description="Arithmetic mean.")
-    median: float | None = Field(default=None, description="50th percentile.")
-    p90: float | None = Field(default=None, description="90th percentile.")
-    p99: float | None = Field(default=None, description="99th percentile.")
-    stdev: float | None = Field(default=None, ge=0, description="Sample standard deviation.")
+    n: Count | None = Field(default=None, description="Number of samples (None: unknown).")
+    mean: Finite = Field(description="Arithmetic mean.")
+    median: Finite | None = Field(default=None, description="50th percentile.")
+    p90: Finite | None = Field(default=None, description="90th percentile.")
+    p99: Finite | None = Field(default=None, description="99th percentile.")
+    stdev: NonNegative | None = Field(default=None, description="Sample standard deviation.")
 
     def interval(self) -> tuple[float, float] | None:
         """The 95% interval of the mean (normal approximation: mean ± 1.96·stdev/√n), if known."""
         if self.stdev is None or not self.n:
             return None
         half = 1.96 * self.stdev / math.sqrt(self.n)
-        return self.mean - half, self.mean + half
+        low, high = self.mean - half, self.mean + half
+        return (low, high) if math.isfinite(low) and math.isfinite(high) else None  # 1e308s
 
 
 # variant -> prompt class -> metric -> its statistics
@@ -355,9 +374,9 @@ Measurements = dict[Slug, dict[Slug, dict[MetricName, MetricStats]]]
 class SpecDecodeStats(Model):
     """Speculative-decoding counters of one variant, from vLLM's `/metrics` deltas."""
 
-    drafts: int | None = Field(default=None, ge=0, description="Draft steps.")
-    draft_tokens: int | None = Field(default=None, ge=0, description="Tokens proposed.")
-    accepted_tokens: int | None = Field(default=None, ge=0, description="Tokens accepted.")
+    drafts: Count | None = Field(default=None, description="Draft steps.")
+    draft_tokens: Count | None = Field(default=None, description="Tokens proposed.")
+    accepted_tokens: Count | None = Field(default=None, description="Tokens accepted.")
     acceptance_rate: Figure | None = Field(
         default=None, description="accepted_tokens / draft_tokens (0–1)."
     )
@@ -367,7 +386,7 @@ class SpecDecodeStats(Model):
         "included (vLLM's figure). Steps that drafted nothing are not counted, so it overstates "
         "the speed-up where few steps draft: see tokens_per_engine_step.",
     )
-    generation_tokens: int | None = Field(
+    generation_tokens: Count | None = Field(
         default=None,
         ge=0,
         description="Tokens generated over the same windows (`vllm:generation_tokens`; for an "
@@ -418,13 +437,13 @@ class ClassVerdict(Model):
     """The effect of the variant on the primary metric in one prompt class, and what it rests on."""
 
     outcome: Outcome = Field(description="Verdict for this class.")
-    effect: float = Field(
+    effect: Finite = Field(
         description="Relative change of the primary metric vs the baseline (-0.26 = 26% lower)."
     )
-    ci_low: float | None = Field(default=None, description="Lower bound of the effect's CI.")
-    ci_high: float | None = Field(default=None, description="Upper bound of the effect's CI.")
-    n_baseline: int | None = Field(default=None, ge=0, description="Baseline requests used.")
-    n_variant: int | None = Field(default=None, ge=0, description="Variant requests used.")
+    ci_low: Finite | None = Field(default=None, description="Lower bound of the effect's CI.")
+    ci_high: Finite | None = Field(default=None, description="Upper bound of the effect's CI.")
+    n_baseline: Count | None = Field(default=None, description="Baseline requests used.")
+    n_variant: Count | None = Field(default=None, description="Variant requests used.")
     unit: Unit | None = Field(
         default=None,
         description="What the interval resamples: `prompt` (arms paired by prompt), `round` "
@@ -436,28 +455,29 @@ class ClassVerdict(Model):
         "over units, widened for small samples), `student-t` (on the log ratios, below 8 units), "
         "`bca` or its `percentile` fallback (unpaired requests), `none`.",
     )
-    prompts: int | None = Field(
+    prompts: Count | None = Field(
         default=None, ge=0, description="Distinct prompts with data in both arms (paired)."
     )
-    rounds: int | None = Field(default=None, ge=0, description="Rounds with data in both arms.")
-    per_unit: dict[int, float] = Field(
+    rounds: Count | None = Field(default=None, description="Rounds with data in both arms.")
+    # keys are read as text (YAML keys reach validation as strings): a lax int, the one place
+    per_unit: dict[int, Finite] = Field(
         default_factory=dict,
         description="Each paired unit's effect (prompt index or round → relative change): "
         "shown even when too few to decide.",
     )
-    drift: float | None = Field(
+    drift: NonNegative | None = Field(
         default=None,
         ge=0,
         description="The larger of the two arms' drift across rounds (each arm against itself, "
         "paired by prompt: the range of its round levels, relative); None with one round.",
     )
-    failure_rate_baseline: float | None = Field(
+    failure_rate_baseline: Finite | None = Field(
         default=None, ge=0, le=1, description="Failed attempts / attempts of the baseline."
     )
-    failure_rate_variant: float | None = Field(
+    failure_rate_variant: Finite | None = Field(
         default=None, ge=0, le=1, description="Failed attempts / attempts of the variant."
     )
-    same_output: float | None = Field(
+    same_output: Finite | None = Field(
         default=None,
         ge=0,
         le=1,
@@ -468,7 +488,7 @@ class ClassVerdict(Model):
         description="Which prompts the effect was computed over: all, or (when outputs "
         "differ across arms) only those whose outputs agree.",
     )
-    prompts_needed: int | None = Field(
+    prompts_needed: Int | None = Field(
         default=None,
         ge=2,
         description="Inconclusive only: about how many units (prompts, or rounds) would give an "
@@ -497,7 +517,7 @@ class Verdict(Model):
         "`summary`: from imported means only, no interval; "
         "`reported`: taken from the experimenter's account."
     )
-    confidence: float | None = Field(
+    confidence: Finite | None = Field(
         default=None, gt=0, lt=1, description="Confidence level of the intervals."
     )
     rule: str = Field(description="The rule applied, in words.")

@@ -199,6 +199,10 @@ def _parse(yaml: YAML, path: Path, text: str) -> Any:
         raise _problem(path, f"YAML syntax: {_first_line(exc)}") from exc
     except RecursionError as exc:
         raise _problem(path, "YAML nesting is too deep") from exc
+    except ValueError as exc:  # an integer past Python's 4300 digits: no mark, find its line
+        long = re.search(r"\d{4300}", text)
+        line = text.count("\n", 0, long.start()) + 1 if long else None
+        raise _problem(path, f"YAML value cannot be read: {_first_line(exc)}", line) from exc
     if "*" in text and "&" in text and _expanded_size(data) > MAX_VALUES:
         raise _problem(path, f"expands to more than {MAX_VALUES:,} values (alias bomb?)", 1)
     if data is None:

@@ -165,6 +165,10 @@ def from_imports(
     the evidence when every variant has per-request samples."""
     if len(found) < 2:
         raise UsageError("an import needs at least two variants: BASELINE=FILE VARIANT=FILE")
+    names = [i.variant for i in found]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"variant {', '.join(map(repr, twice))} given more than once")
     differences = []
     seen: dict[str, Any] = {i.variant: i.model for i in found}
     if len(set(seen.values())) > 1:

@@ -7,6 +7,12 @@ per-request samples means no confidence interval, per-chunk gaps are never relab
 per-token latencies — and the notes travel into the record's provenance: how the tool's metrics
 map onto kbgen's, the tool's own headline figures, and how requests were paired.
 
+Each file is validated as a Pydantic model of its tool's format (`VllmBenchResult`,
+`GuideLLMReport`; keys kbgen does not read are ignored): numbers typed and finite, latencies and
+counts non-negative, per-request lists of equal length, timings in order, at most
+`MAX_REQUESTS` requests in at most `MAX_BYTES` bytes — every problem located in the file as
+`file:line: dotted.path: message`, the line that of the key (found by searching the text).
+
 Failures are failures: a request the tool counts as failed is one here too, even with an empty
 error text, and the file's own success and failure counts must agree with its per-request lists
 (a file that disagrees with itself is refused, located).
@@ -23,14 +29,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from kbgen.bench.samples import Sample
+from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb.files import read_json
-from kbgen.kb.models import MetricName
+from kbgen.kb.models import MetricName, fail_at
+from kbgen.kb.numbers import Count, Finite, NonNegative
+from kbgen.kb.problems import dotted, problems_of
 
 ALL = "all"
 S = 1_000_000_000  # ns per second
@@ -56,6 +71,278 @@ GUIDELLM_MAPPING = (
 )
 # the tool's own per-request list keys in a `vllm bench serve --save-detailed` file
 VLLM_BENCH_LISTS = ("ttfts", "output_lens", "itls", "errors", "input_lens")
+
+# Limits of an import file. Unpaired requests are compared by a BCa bootstrap, whose jackknife
+# costs n² (20,000 requests: about ten seconds); the file is read whole, as the tools write it.
+MAX_REQUESTS = 20_000
+MAX_BYTES = 256 * 1024 * 1024
+MAX_DEPTH = 100  # nesting of JSON arrays and objects; the tools write a dozen levels
+
+
+# --- the tools' formats, as far as kbgen reads them ------------------------------------------
+
+
+class _Format(BaseModel):
+    """A part of another tool's file: what kbgen reads is typed, everything else is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+Rate = Annotated[Finite, Field(ge=0, le=1)]
+# A latency of one request, in seconds: no request is timed past the longest timeout a spec may
+# set (a week); larger ones are not timings, and overflow the nanoseconds of a sample.
+Seconds = Annotated[Finite, Field(ge=0, le=MAX_TIMEOUT_S)]
+
+
+class VllmBenchResult(_Format):
+    """`vllm bench serve --save-result` (`--save-detailed`: the per-request lists too)."""
+
+    model_id: str | None = None
+    completed: Count
+    failed: Count | None = None
+    num_prompts: Count | None = None
+    max_concurrency: Count | None = None
+    request_rate: Finite | str | None = None  # "inf" for as fast as possible
+    total_input_tokens: Count | None = None
+    total_output_tokens: Count | None = None
+    backend: str | None = None
+    output_throughput: NonNegative | None = None
+    request_throughput: NonNegative | None = None
+    duration: NonNegative | None = None
+    mean_ttft_ms: NonNegative
+    median_ttft_ms: NonNegative | None = None
+    p99_ttft_ms: NonNegative | None = None
+    std_ttft_ms: NonNegative | None = None
+    mean_tpot_ms: NonNegative | None = None
+    median_tpot_ms: NonNegative | None = None
+    p99_tpot_ms: NonNegative | None = None
+    std_tpot_ms: NonNegative | None = None
+    mean_itl_ms: NonNegative | None = None
+    median_itl_ms: NonNegative | None = None
+    p99_itl_ms: NonNegative | None = None
+    std_itl_ms: NonNegative | None = None
+    mean_e2el_ms: NonNegative | None = None
+    median_e2el_ms: NonNegative | None = None
+    p99_e2el_ms: NonNegative | None = None
+    std_e2el_ms: NonNegative | None = None
+    spec_decode_num_drafts: Count | None = None
+    spec_decode_draft_tokens: Count | None = None
+    spec_decode_accepted_tokens: Count | None = None
+    spec_decode_per_position_acceptance_rates: list[Rate] | None = None
+    # per request, in request order (seconds)
+    ttfts: list[Seconds | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    output_lens: list[Count | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    itls: list[list[Seconds] | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    errors: list[str | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    input_lens: list[Count | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _is_one(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "completed" not in data or "mean_ttft_ms" not in data:
+            raise PydanticCustomError(
+                "format",
+                "not a `vllm bench serve --save-result` file (no completed / mean_ttft_ms)",
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VllmBenchResult:
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        if self.ttfts is not None:
+            n = len(self.ttfts)
+            for key in VLLM_BENCH_LISTS:
+                listed = getattr(self, key)
+                if listed is not None and len(listed) != n:
+                    errors.append(((key,), f"holds {len(listed)} entries, ttfts {n}"))
+        drafted, accepted = self.spec_decode_draft_tokens, self.spec_decode_accepted_tokens
+        if drafted is not None and accepted is not None and accepted > drafted:
+            errors.append(
+                (("spec_decode_accepted_tokens",), f"{accepted} exceeds the {drafted} drafted")
+            )
+        fail_at("VllmBenchResult", errors)
+        return self
+
+
+class GuideLLMTimings(_Format):
+    """When a request started, got its first token and its last (seconds since the epoch)."""
+
+    request_start: Finite | None = None
+    first_token_iteration: Finite | None = None
+    last_token_iteration: Finite | None = None
+
+    @model_validator(mode="after")
+    def _in_order(self) -> GuideLLMTimings:
+        start, first, last = (
+            self.request_start,
+            self.first_token_iteration,
+            self.last_token_iteration,
+        )
+        if start is not None and first is not None and last is not None:
+            if first <= start:  # a first token in no time (or before the request) is no timing
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("first_token_iteration",), f"{first} is not after request_start {start}")],
+                )
+            if last < first:
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("last_token_iteration",), f"{last} is before first_token_iteration")],
+                )
+            if not last - start <= MAX_TIMEOUT_S:  # `not`: an overflow to inf fails too
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("last_token_iteration",), f"{last - start:g} s after request_start")],
+                )
+        return self
+
+
+class GuideLLMInfo(_Format):
+    timings: GuideLLMTimings | None = None
+    error: str | None = None
+
+
+class GuideLLMRequest(_Format):
+    info: GuideLLMInfo | None = None
+    output_tokens: Count | None = None
+    request_args: str | dict[str, Any] | None = None  # the request sent, as JSON text
+
+
+class GuideLLMRequests(_Format):
+    successful: list[GuideLLMRequest] | None = Field(default=None, max_length=MAX_REQUESTS)
+    errored: list[GuideLLMRequest] | None = Field(default=None, max_length=MAX_REQUESTS)
+    incomplete: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> GuideLLMRequests:
+        listed = len(self.successful or []) + len(self.errored or [])
+        if listed > MAX_REQUESTS:
+            fail_at(
+                "GuideLLMRequests",
+                [(("errored",), f"{listed:,} requests in all; at most {MAX_REQUESTS:,}")],
+            )
+        return self
+
+
+class GuideLLMMean(_Format):
+    mean: Finite | None = None
+
+
+class GuideLLMByStatus(_Format):
+    successful: GuideLLMMean | None = None
+
+
+class GuideLLMTotals(_Format):
+    successful: Count | None = None
+    errored: Count | None = None
+
+
+class GuideLLMMetrics(_Format):
+    request_totals: GuideLLMTotals | None = None
+    output_tokens_per_second: GuideLLMByStatus | None = None
+    requests_per_second: GuideLLMByStatus | None = None
+
+
+class GuideLLMBackend(_Format):
+    model: str | None = None
+
+
+class GuideLLMBenchmarkConfig(_Format):
+    sample_size: Count | None = None
+    backend: GuideLLMBackend | None = None
+
+
+class GuideLLMBenchmark(_Format):
+    config: GuideLLMBenchmarkConfig | None = None
+    metrics: GuideLLMMetrics | None = None
+    requests: GuideLLMRequests | None = None
+    duration: NonNegative | None = None
+
+
+class GuideLLMSpec(_Format):
+    backend: GuideLLMBackend | None = None
+    profile: Any = None
+    constraints: Any = None
+    data: Any = None
+
+
+class GuideLLMConfig(_Format):
+    spec: GuideLLMSpec | None = None
+
+
+class GuideLLMMetadata(_Format):
+    guidellm_version: str | None = None
+
+
+class GuideLLMReport(_Format):
+    """GuideLLM's JSON report (`--output kind=json,path=…`; schema 2, GuideLLM 0.8)."""
+
+    metadata: GuideLLMMetadata | None = None
+    config: GuideLLMConfig | None = None
+    benchmarks: list[GuideLLMBenchmark] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _is_one(cls, data: Any) -> Any:
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        if not isinstance(benchmarks, list) or not benchmarks:
+            raise PydanticCustomError("format", "not a GuideLLM report (no benchmarks list)")
+        return data
+
+
+F = TypeVar("F", bound=_Format)
+
+
+def read_format(path: Path, model: type[F]) -> F:
+    """`path` read as JSON and validated as `model`; InvalidInput located in the file otherwise.
+
+    The size is checked before reading and the nesting before validating, so a huge file or a
+    deeply nested one is a clear error, not a memory or a recursion error.
+    """
+    data = read_json(path, MAX_BYTES)
+    if _deeper_than(data, MAX_DEPTH):
+        raise InvalidInput([Problem(path, None, "", f"JSON nesting is deeper than {MAX_DEPTH}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        text = path.read_text(encoding="utf-8")
+        errors = {dotted(e["loc"]): e["loc"] for e in exc.errors(include_url=False)}
+        raise InvalidInput(
+            [
+                Problem(p.path, _line_of_key(text, errors.get(p.field, ())), p.field, p.message)
+                for p in problems_of(path, exc)
+            ]
+        ) from exc
+
+
+def _located(path: Path, loc: list[str | int], message: str) -> Problem:
+    """A problem at the line of `loc` in the JSON file `path`."""
+    return Problem(path, _line_of_key(path.read_text(encoding="utf-8"), loc), dotted(loc), message)
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+    return False
+
+
+def _line_of_key(text: str, loc: Iterable[str | int]) -> int:
+    """The line of the last key of `loc`, searching the text for each key in turn (JSON keeps
+    no positions once parsed): exact for a key that appears once, close otherwise."""
+    at = 0
+    for part in loc:
+        if isinstance(part, str):
+            found = text.find(json.dumps(part), at)
+            if found >= 0:
+                at = found
+    return text.count("\n", 0, at) + 1
 
 
 @dataclass
@@ -115,67 +402,54 @@ def _vllm_bench_error(error: str | None, ttft: float | None, output_len: int | N
 
 def vllm_bench(path: Path, variant: str) -> Imported:
     """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request)."""
-    data = read_json(path)
-    if "completed" not in data or "mean_ttft_ms" not in data:
-        raise InvalidInput(
-            [
-                Problem(
-                    path,
-                    None,
-                    "",
-                    "not a `vllm bench serve --save-result` file (no completed / mean_ttft_ms)",
-                )
-            ]
-        )
-    out = Imported(variant, "vllm bench serve", data.get("model_id"))
+    result = read_format(path, VllmBenchResult)
+    out = Imported(variant, "vllm bench serve", result.model_id)
     out.workload = {
-        k: data.get(k)
+        k: getattr(result, k)
         for k in ("num_prompts", "max_concurrency", "request_rate", "total_input_tokens", "backend")
     }
     out.notes.append(f"{variant}: imported from {path.name} (vllm bench serve)")
     out.notes.append(VLLM_BENCH_MAPPING)  # the same for every variant: one note
     headline = _headline(
-        data,
-        ("output_throughput", "output throughput", "tok/s"),
-        ("request_throughput", "request throughput", "req/s"),
-        ("duration", "duration", "s"),
+        ("output throughput", result.output_throughput, "tok/s"),
+        ("request throughput", result.request_throughput, "req/s"),
+        ("duration", result.duration, "s"),
     )
+    failed = "unknown" if result.failed is None else result.failed
     out.notes.append(
-        f"{variant}: vllm bench serve's own figures: {headline} ({data['completed']} completed, "
-        f"{data.get('failed', 'unknown')} failed)"
+        f"{variant}: vllm bench serve's own figures: {headline} ({result.completed} completed, "
+        f"{failed} failed)"
     )
-    if "ttfts" in data and "output_lens" in data:
-        _vllm_bench_requests(path, data, out)
+    if result.ttfts is not None and result.output_lens is not None:
+        _vllm_bench_requests(path, result, out)
     else:
         out.notes.append(
             f"{variant}: no per-request samples (run with --save-detailed): no confidence interval"
         )
         for metric, key in VLLM_BENCH_SUMMARIES:
             reported = {
-                "n": data["completed"],
-                "mean": data.get(f"mean_{key}"),
-                "median": data.get(f"median_{key}"),
-                "p99": data.get(f"p99_{key}"),
-                "stdev": data.get(f"std_{key}"),
+                "n": result.completed,
+                "mean": getattr(result, f"mean_{key}"),
+                "median": getattr(result, f"median_{key}"),
+                "p99": getattr(result, f"p99_{key}"),
+                "stdev": getattr(result, f"std_{key}"),
             }
             if reported["mean"] is not None:
                 out.stats[metric] = {k: v for k, v in reported.items() if v is not None}
-        if data.get("mean_tpot_ms"):
-            out.stats["decode_tok_s"] = {
-                "n": data["completed"],
-                "mean": 1000 / data["mean_tpot_ms"],
-            }
+        rate = 1000 / result.mean_tpot_ms if result.mean_tpot_ms else math.inf
+        if math.isfinite(rate):  # a TPOT of 1e-310 ms has no rate a float can hold
+            out.stats["decode_tok_s"] = {"n": result.completed, "mean": rate}
             out.notes.append(f"{variant}: decode_tok_s is 1000 / mean TPOT (summary only)")
-    if data.get("spec_decode_num_drafts") is not None:
-        drafts = data["spec_decode_num_drafts"]
-        rates = data.get("spec_decode_per_position_acceptance_rates") or []
+    drafts = result.spec_decode_num_drafts
+    if drafts is not None:
+        rates = result.spec_decode_per_position_acceptance_rates or []
         out.spec_decode = {
             "drafts": drafts,
-            "draft_tokens": data.get("spec_decode_draft_tokens", 0),
-            "accepted_tokens": data.get("spec_decode_accepted_tokens", 0),
+            "draft_tokens": result.spec_decode_draft_tokens or 0,
+            "accepted_tokens": result.spec_decode_accepted_tokens or 0,
             "accepted_per_position": [round(rate * drafts) for rate in rates],
         }
-        out.output_tokens = data.get("total_output_tokens")
+        out.output_tokens = result.total_output_tokens
         out.notes.append(
             f"{variant}: speculative-decoding counters as vllm bench serve scraped them from "
             "/metrics; tokens per engine step from its output token total (total_output_tokens)"
@@ -186,36 +460,29 @@ def vllm_bench(path: Path, variant: str) -> Imported:
     return out
 
 
-def _vllm_bench_requests(path: Path, data: dict[str, Any], out: Imported) -> None:
+def _vllm_bench_requests(path: Path, result: VllmBenchResult, out: Imported) -> None:
     """The per-request lists of a `--save-detailed` file as samples, checked against its counts."""
-    n = len(data["ttfts"])
-    ragged = [k for k in VLLM_BENCH_LISTS if k in data and len(data[k] or []) != n]
-    if ragged:
-        raise InvalidInput(
-            [
-                Problem(path, None, k, f"holds {len(data[k] or [])} entries, ttfts {n}")
-                for k in ragged
-            ]
-        )
-    itls = data.get("itls") or [[] for _ in range(n)]
-    errors = data.get("errors") or [None] * n
+    ttfts, lengths = result.ttfts or [], result.output_lens or []
+    n = len(ttfts)
+    itls = result.itls or [[] for _ in range(n)]
+    errors = result.errors or [None] * n
     variant = out.variant
-    for i, (ttft, gaps, length, error) in enumerate(
-        zip(data["ttfts"], itls, data["output_lens"], errors, strict=True)
-    ):
+    for i, (ttft, gaps, length, error) in enumerate(zip(ttfts, itls, lengths, errors, strict=True)):
         failed = _vllm_bench_error(error, ttft, length)
         out.samples.append(_sample(variant, i, ttft, list(gaps or []), length, failed))
     ok = sum(s.ok for s in out.samples)
-    counted = {"completed": data["completed"], "failed": data.get("failed", n - ok)}
+    counted = {
+        "completed": result.completed,
+        "failed": n - ok if result.failed is None else result.failed,
+    }
     read = {"completed": ok, "failed": n - ok}
     wrong = [k for k in counted if counted[k] != read[k]]
     if wrong:
         raise InvalidInput(
             [
-                Problem(
+                _located(
                     path,
-                    None,
-                    k,
+                    [k],
                     f"says {counted[k]}, but its per-request lists hold {read[k]} "
                     f"({read['completed']} completed, {read['failed']} failed)",
                 )
@@ -234,8 +501,8 @@ def _vllm_bench_requests(path: Path, data: dict[str, Any], out: Imported) -> Non
             f"{variant}: in {several} of {ok} requests chunks carried several tokens and vllm "
             "bench does not say how many: no per-token ITL for this variant (chunk gaps kept)"
         )
-    if data.get("input_lens"):
-        out.prompt_keys = [f"{i}:{length}" for i, length in enumerate(data["input_lens"])]
+    if result.input_lens and None not in result.input_lens:
+        out.prompt_keys = [f"{i}:{length}" for i, length in enumerate(result.input_lens)]
         out.prompt_evidence = "input length"
 
 
@@ -246,55 +513,55 @@ def guidellm(path: Path, variant: str) -> Imported:
     count and the request it sent (the prompt text); no per-chunk times. The first benchmark of
     the report is imported.
     """
-    data = read_json(path)
-    benchmarks = data.get("benchmarks")
-    if not isinstance(benchmarks, list) or not benchmarks or not isinstance(benchmarks[0], dict):
-        raise InvalidInput(
-            [Problem(path, None, "benchmarks", "not a GuideLLM report (no benchmarks list)")]
-        )
-    bench = benchmarks[0]
-    spec = _at(data, "config", "spec") or {}
-    model = _at(spec, "backend", "model") or _at(bench, "config", "backend", "model")
-    out = Imported(variant, "guidellm", model if isinstance(model, str) else None)
-    version = _at(data, "metadata", "guidellm_version")
+    report = read_format(path, GuideLLMReport)
+    bench = report.benchmarks[0]
+    spec = report.config.spec if report.config and report.config.spec else GuideLLMSpec()
+    bench_config = bench.config or GuideLLMBenchmarkConfig()
+    model = (spec.backend and spec.backend.model) or (
+        bench_config.backend and bench_config.backend.model
+    )
+    out = Imported(variant, "guidellm", model or None)
+    version = report.metadata.guidellm_version if report.metadata else None
     out.notes.append(
         f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
-        f"{len(benchmarks)} benchmark(s))"
+        f"{len(report.benchmarks)} benchmark(s))"
     )
     out.notes.append(GUIDELLM_MAPPING)
-    metrics = bench.get("metrics") or {}
+    metrics = bench.metrics or GuideLLMMetrics()
     headline = _headline(
-        {
-            "output": _at(metrics, "output_tokens_per_second", "successful", "mean"),
-            "requests": _at(metrics, "requests_per_second", "successful", "mean"),
-            "duration": bench.get("duration"),
-        },
-        ("output", "output_tokens_per_second (successful, mean)", "tok/s"),
-        ("requests", "requests_per_second (successful, mean)", "req/s"),
-        ("duration", "duration", "s"),
+        (
+            "output_tokens_per_second (successful, mean)",
+            _mean(metrics.output_tokens_per_second),
+            "tok/s",
+        ),
+        ("requests_per_second (successful, mean)", _mean(metrics.requests_per_second), "req/s"),
+        ("duration", bench.duration, "s"),
     )
     out.notes.append(f"{variant}: GuideLLM's own figures: {headline}")
-    requests = bench.get("requests") or {}
-    successful, errored = requests.get("successful") or [], requests.get("errored") or []
-    _check_guidellm_counts(path, metrics, bench, {"successful": successful, "errored": errored})
+    requests = bench.requests or GuideLLMRequests()
+    successful, errored = requests.successful or [], requests.errored or []
+    _check_guidellm_counts(
+        path, metrics, bench_config, {"successful": successful, "errored": errored}
+    )
     for i, req in enumerate(successful):
-        timings = _at(req, "info", "timings") or {}
+        timings = (req.info and req.info.timings) or GuideLLMTimings()
         start, first, last = (
-            timings.get(k)
-            for k in ("request_start", "first_token_iteration", "last_token_iteration")
+            timings.request_start,
+            timings.first_token_iteration,
+            timings.last_token_iteration,
         )
         if start is None or first is None or last is None:
             out.samples.append(_sample(variant, i, None, [], None, "no token timings in report"))
             continue
-        sample = _sample(variant, i, first - start, [last - first], req.get("output_tokens"), None)
+        sample = _sample(variant, i, first - start, [last - first], req.output_tokens, None)
         sample.chunk_tokens, sample.chunks_complete = [], False  # first and last token only
         out.samples.append(sample)
     for i, req in enumerate(errored, start=len(successful)):
-        error = _at(req, "info", "error") or "errored request"
-        out.samples.append(_sample(variant, i, None, [], None, str(error)))
+        error = (req.info and req.info.error) or "errored request"
+        out.samples.append(_sample(variant, i, None, [], None, error))
     if errored:
         out.notes.append(f"{variant}: {len(errored)} of {len(out.samples)} requests errored")
-    incomplete = requests.get("incomplete") or []
+    incomplete = requests.incomplete or []
     if incomplete:
         out.notes.append(
             f"{variant}: {len(incomplete)} incomplete request(s) (cancelled when the benchmark "
@@ -311,33 +578,39 @@ def guidellm(path: Path, variant: str) -> Imported:
         "client/server token cross-check and no speculative-decoding counters"
     )
     out.workload = {
-        key: json.dumps(spec.get(key), sort_keys=True, default=str)
+        key: json.dumps(getattr(spec, key), sort_keys=True, default=str)
         for key in ("profile", "constraints", "data")
     }
     return out
 
 
+def _mean(by_status: GuideLLMByStatus | None) -> float | None:
+    return by_status.successful.mean if by_status and by_status.successful else None
+
+
 def _check_guidellm_counts(
-    path: Path, metrics: dict[str, Any], bench: dict[str, Any], lists: dict[str, list[Any]]
+    path: Path,
+    metrics: GuideLLMMetrics,
+    config: GuideLLMBenchmarkConfig,
+    lists: dict[str, list[GuideLLMRequest]],
 ) -> None:
     """The report's request totals against the requests it lists; a mismatch is refused."""
-    totals = metrics.get("request_totals") or {}
+    totals = metrics.request_totals or GuideLLMTotals()
     wrong = [
-        (kind, totals[kind], len(listed))
+        (kind, said, len(listed))
         for kind, listed in lists.items()
-        if isinstance(totals.get(kind), int) and totals[kind] != len(listed)
+        if (said := getattr(totals, kind)) is not None and said != len(listed)
     ]
     if wrong:
-        sampled = _at(bench, "config", "sample_size")
+        sampled = config.sample_size
         hint = (
             f" (the report keeps a sample of {sampled}: run without sample_size)" if sampled else ""
         )
         raise InvalidInput(
             [
-                Problem(
+                _located(
                     path,
-                    None,
-                    f"benchmarks.0.metrics.request_totals.{kind}",
+                    ["benchmarks", 0, "metrics", "request_totals", kind],
                     f"says {said}, but the report lists {listed} {kind} requests{hint}",
                 )
                 for kind, said, listed in wrong
@@ -345,19 +618,23 @@ def _check_guidellm_counts(
         )
 
 
-def _prompt_text_key(request: dict[str, Any]) -> str | None:
+def _prompt_text_key(request: GuideLLMRequest) -> str | None:
     """A digest of the prompt a GuideLLM request sent (its body's prompt or messages)."""
-    args = request.get("request_args")
+    args: Any = request.request_args
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
+        try:  # pydantic-core's parser: a nesting limit, no RecursionError
+            args = pydantic_core.from_json(args)
         except ValueError:
             return None
     body = _at(args, "body") or {}
     prompt = body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
     if prompt is None:
         return None
-    return hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()
+    try:
+        text = json.dumps(prompt, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # NaN, mixed key types, too deep
+        return None
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
@@ -404,13 +681,9 @@ def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
     )
 
 
-def _headline(data: dict[str, Any], *figures: tuple[str, str, str]) -> str:
+def _headline(*figures: tuple[str, float | None, str]) -> str:
     """`name value unit, …` for the figures the tool reported, 6 significant digits."""
-    shown = [
-        f"{name} {data[key]:.6g} {unit}"
-        for key, name, unit in figures
-        if isinstance(data.get(key), int | float)
-    ]
+    shown = [f"{name} {value:.6g} {unit}" for name, value, unit in figures if value is not None]
     return ", ".join(shown) or "none reported"
 
 

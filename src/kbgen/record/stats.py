@@ -27,6 +27,18 @@ from typing import Any, Literal
 BOOTSTRAP_SEED = 20261129
 RESAMPLES = 9999
 BOOTSTRAP_MIN_UNITS = 8  # fewer units: a Student-t interval (a bootstrap has too few resamples)
+# Values one bootstrap batch may hold: scipy draws every resample at once (resamples x n, and
+# n x n for BCa's jackknife), 80 GB for an import of 10^6 requests. Below the limit there is
+# one batch, as before, so existing intervals recompute to the last digit.
+BATCH_VALUES = 20_000_000
+
+
+def _batch(values: int, resamples: int = RESAMPLES) -> int | None:
+    """scipy's `batch` for `values` resampled values: None (all at once) while that is small."""
+    if values * max(resamples, values) <= BATCH_VALUES:
+        return None
+    return max(1, BATCH_VALUES // values)
+
 
 Interval = Literal["expanded-percentile", "student-t", "bca", "percentile", "none"]
 
@@ -127,6 +139,7 @@ def _mean_interval(
         confidence_level=1 - 2 * tail,
         method="percentile",
         vectorized=True,
+        batch=_batch(n, resamples),
         random_state=np.random.default_rng(BOOTSTRAP_SEED),
     ).confidence_interval
     return float(interval.low), float(interval.high), "expanded-percentile"
@@ -187,6 +200,7 @@ def relative_effect(
             confidence_level=confidence,
             method="BCa" if used == "bca" else "percentile",
             vectorized=True,
+            batch=_batch(int(a.size + b.size)),
             random_state=np.random.default_rng(BOOTSTRAP_SEED),
         ).confidence_interval
         low, high = float(interval.low), float(interval.high)

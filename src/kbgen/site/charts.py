@@ -111,7 +111,8 @@ def _nice(value: float) -> float:
     if value <= 0:
         return 1.0
     exponent = 10.0 ** math.floor(math.log10(value))
-    return float(next(s * exponent for s in (1, 2, 2.5, 5, 10) if s * exponent >= value))
+    top = next(s * exponent for s in (1, 2, 2.5, 5, 10) if s * exponent >= value)
+    return float(top) if math.isfinite(top) else value  # near the largest float: no rounder top
 
 
 def metric(record: Record) -> str | None:
