@@ -250,7 +250,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
         meta = folder.update_meta(status="running", attempts=attempts + 1)
     else:
         assert spec_file is not None
-        if not spec_file.is_file():
+        if not spec_file.exists():  # a FIFO or folder is the spec loader's to name
             raise UsageError(f"{spec_file}: no such file")
         experiment = spec.load(spec_file)
         suite = bench_stage.check_inputs(experiment, spec_file)  # before any folder exists

@@ -129,6 +129,12 @@ def check_environment(spec: ExperimentSpec, path: Path) -> None:
         raise InvalidInput(problems)
 
 
+def _filled(command: str, variant: str, args: str) -> str:
+    """A command launcher's shell command with `{variant}` and `{args}` filled in; every other
+    brace (`${HOME}`, `awk '{print}'`) is the shell's and stays as written."""
+    return command.replace("{variant}", variant).replace("{args}", args)
+
+
 async def _keep(
     output: asyncio.StreamReader, log: Path, known: frozenset[str] = frozenset()
 ) -> None:
@@ -338,7 +344,7 @@ class CommandLauncher:
             )
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
-        command = self.server.start.format(variant=name, args=shlex.join(server_args(variant)))
+        command = _filled(self.server.start, name, shlex.join(server_args(variant)))
         url = resolve(self.server.url)
         launched = Launched(url, _words(command))
         if self.running is not None and command == self.started:
@@ -353,7 +359,7 @@ class CommandLauncher:
     async def stop(self) -> None:
         if self.running is not None and self.server.stop and self.log is not None:
             name, self.running = self.running, None
-            await self._shell(self.server.stop.format(variant=name, args=""), self.log)
+            await self._shell(_filled(self.server.stop, name, ""), self.log)
             for copier in self.copiers:  # what the stop command stopped has nothing to add
                 copier.cancel()
             self.copiers = []
