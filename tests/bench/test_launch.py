@@ -104,7 +104,8 @@ def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
                 CommandServer(
                     launcher="command",
                     url=str(server.make_url("")),
-                    start="echo starting unit {variant} with {args}; : HF_TOKEN=hf_secretsecret",
+                    start="echo starting unit {variant} with {args} in ${KB_UNIT:-none}; "
+                    "echo {} | awk '{print \"braces\", $1}'; : HF_TOKEN=hf_secretsecret",
                     stop="echo stopping unit {variant}",
                 )
             )
@@ -116,6 +117,7 @@ def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
 
     command, text = asyncio.run(go())
     assert "starting unit ngram with --speculative-config" in text
+    assert "in none\n" in text and "braces {}" in text  # the shell's braces are the shell's
     assert '{"method":"ngram","num_speculative_tokens":5}' in text
     assert "stopping unit ngram" in text
     assert "hf_secretsecret" not in text and "hf_secretsecret" not in " ".join(command)
