@@ -21,6 +21,7 @@ from kbgen.errors import (
     Problem,
     ServerError,
     StoreError,
+    TemplateError,
     UsageError,
 )
 from kbgen.kb import files
@@ -32,6 +33,7 @@ EXIT_CODES: list[tuple[type[KbgenError], int]] = [
     (Conflict, 3),  # someone else changed the file: re-run
     (StoreError, 4),  # the disk refused
     (ServerError, 5),  # the LLM server could not be started or reached, or died
+    (TemplateError, 1),  # a template is wrong or refused: fix the FILE:LINE named
     (KbgenError, 1),
 ]
 

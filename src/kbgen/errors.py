@@ -49,6 +49,11 @@ class InvalidInput(KbgenError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class TemplateError(KbgenError):
+    """A template could not be rendered (syntax, an undefined name, something the sandbox
+    refuses, a missing or refused file): one line, `FILE:LINE: message`."""
+
+
 class Mismatch(KbgenError):
     """Variants were measured under different conditions and cannot be compared as they are."""
 

@@ -60,8 +60,8 @@ def test_html_from_a_record_is_inert(kb_dir: Path, site: Site) -> None:
     page = content["records/ngram-test.md"]
     assert "<script" not in page and "<img" not in page and "<b>" not in page
     assert '&lt;script&gt;alert("title")&lt;/script&gt;' in page
-    assert "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "javascript:" not in page and "](#unsafe-link-removed)" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert "javascript:" not in page and "and a link and" in page  # its text, no link
     assert "[fine](https://example.org)" in page
     assert "<script" not in content["records/index.md"]
     assert "<script" not in content["plans/next-steps.md"]
@@ -149,7 +149,7 @@ def test_user_templates_override(kb_dir: Path, tmp_path: Path, site: Site) -> No
     [("a|b", "a\\|b"), ("<i>x</i>", "&lt;i&gt;x&lt;/i&gt;"), ("two\nlines", "two lines")],
 )
 def test_table_cells(value: str, expected: str) -> None:
-    assert render.cell(value) == expected
+    assert render.to_page(value) == expected
 
 
 def test_classes_that_disagree_stay_visible_on_every_page(kb_dir: Path, site: Site) -> None:

@@ -164,7 +164,8 @@ def output(
     from kbgen.site import render
 
     # its first line marks the comment, so a CI job updates it in place
-    return render.template("diff.md.j2", templates, d=result, marker=COMMENT_MARKER)
+    marker = render.Markdown(COMMENT_MARKER)  # kbgen's own constant, printed as is
+    return render.template("diff.md.j2", templates, d=result, marker=marker)
 
 
 def _load_at(
