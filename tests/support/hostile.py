@@ -5,6 +5,7 @@ unsafe in HTML."""
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -100,7 +101,7 @@ def _text_fields(record: dict[str, Any], text: str) -> None:
     config["variants"]["ngram"]["args"] = [text]
     config["variants"]["eagle"] = {
         "args": [text],
-        "speculative_config": {"method": "eagle", "model": text, "num_speculative_tokens": 3},
+        "speculative_config": {"method": "eagle", "model": one, "num_speculative_tokens": 3},
     }
     record["workload"] = {"prompt_suite": text, "classes": ["coding"]}
     verdict = record["verdict"]
@@ -156,6 +157,7 @@ def write_hostile_kb(records: Path) -> list[str]:
     return ids
 
 
+@functools.cache
 def site_markdown() -> markdown.Markdown:
     """Python-Markdown with the site's extensions (mkdocs.yml, MkDocs' own and the attr_list
     that Material's tags plugin adds): what turns the pages into HTML."""
@@ -170,7 +172,10 @@ def site_markdown() -> markdown.Markdown:
 
 
 def to_html(page: str) -> str:
-    return site_markdown().convert(page)
+    """`page` as the site's HTML (its front matter, which MkDocs takes off first, left out)."""
+    if page.startswith("---\n"):
+        page = page.split("\n---\n", 1)[1]
+    return str(site_markdown().reset().convert(page))
 
 
 URL_ATTRIBUTES = {

@@ -41,17 +41,18 @@ import nh3
 
 SCHEMES = frozenset({"http", "https", "mailto"})  # besides links within the site (no scheme)
 
-_BREAK = re.compile("\r\n?|[\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_BREAK = re.compile("\r\n?|[\n\x0b\x0c\x1c-\x1f\x85\u2028\u2029]")
 # control characters (Python-Markdown's placeholders \x02 \x03 among them), lone surrogates and
 # non-characters: nothing a page needs, and what YAML front matter refuses
 _DROP = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff]")
 _SPACES = re.compile(r"[ \t]+")
 # `_` is left alone only between two letters or digits, where it cannot emphasise
 _ESCAPE = re.compile(r"[\\`*\[\]{}|<>&]|(?<![^\W_])_|_(?![^\W_])")
-_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "=": "&#61;", "~": "&#126;"}
+# `]` as a reference: a reference definition (`[id]: url`) is found before escapes are read
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "]": "&#93;", "=": "&#61;", "~": "&#126;"}
 _ORDERED = re.compile(r"\d+(?=[.)](?: |$))")  # `1. `: an ordered list item
 _RULE = re.compile(r"[-=][-= ]*$")  # a setext underline or a horizontal rule
-_HASH_END = re.compile(r"(?<!\\)((?:\\\\)*)#$")  # a final `#` not escaped
+_HASH_END = re.compile(r"(?<!\\)((?:\\\\)*)#( *)$")  # a final `#` not escaped
 _CODE_SPAN_SAFE = re.compile(r"[^`\\|<&]+")  # nothing that ends a span early, in a table too
 
 
@@ -77,16 +78,16 @@ def _escaped_line(line: str, start: bool) -> str:
     if start and out:
         if ordered := _ORDERED.match(out):
             out = f"{out[: ordered.end()]}\\{out[ordered.end() :]}"
-        elif out[0] in "#!" or (out[0] in "-+" and out[1:2] in ("", " ")):
+        elif out[0] in "#!" or (out[0] in "-+" and (out[1:2] in ("", " ") or _RULE.match(out))):
             out = "\\" + out
-        elif _RULE.match(out) or out.startswith("~~~"):
+        elif (out[0] == "=" and _RULE.match(out)) or out.startswith("~~~"):
             out = _ENTITIES[out[0]] + out[1:]
     return lead + _closing_hash(out)
 
 
 def _closing_hash(line: str) -> str:
     """`line` with a final `#` escaped: a heading's closing hashes are dropped."""
-    return _HASH_END.sub(r"\1\\#", line)
+    return _HASH_END.sub(r"\1\\#\2", line)
 
 
 def inert(text: str) -> str:
@@ -96,7 +97,7 @@ def inert(text: str) -> str:
 
 def code(text: str) -> str:
     """Plain text as inline code."""
-    text = _one_line(text).strip(" ")
+    text = _one_line(text).strip()  # as Python-Markdown strips a code span
     if not text:
         return ""
     if _CODE_SPAN_SAFE.fullmatch(text):
@@ -253,11 +254,13 @@ def _block(node: _Node) -> str:
         return "---"
     if tag in ("ul", "ol"):
         items = [c for c in node.children if isinstance(c, _Node) and c.tag == "li"]
-        first = int(node.attrs.get("start", "1")) if node.attrs.get("start", "").isdigit() else 1
-        markers = (
-            ["- "] * len(items) if tag == "ul" else [f"{first + i}. " for i in range(len(items))]
+        bodies = [body for body in map(_item, items) if body]  # an empty item: none
+        first = int(node.attrs["start"]) if node.attrs.get("start", "").isdigit() else 1
+        markers = [f"{first + i}. " if tag == "ol" else "- " for i in range(len(bodies))]
+        loose = any(isinstance(c, _Node) and c.tag == "p" for li in items for c in li.children)
+        return ("\n\n" if loose else "\n").join(
+            _indented(body, marker) for marker, body in zip(markers, bodies, strict=True)
         )
-        return "\n".join(_item(marker, item) for marker, item in zip(markers, items, strict=True))
     if tag == "blockquote":
         inner = "\n\n".join(_blocks(node.children))
         return "\n".join(f"> {line}".rstrip() for line in inner.split("\n")) if inner else ""
@@ -279,8 +282,8 @@ def _indented(text: str, first: str) -> str:
     return "\n".join([first + lines[0], *(f"    {line}".rstrip(" ") for line in lines[1:])])
 
 
-def _item(marker: str, item: _Node) -> str:
-    """A list item; `[x] ` at its start kept as a task box (pymdownx.tasklist on the site)."""
+def _item(item: _Node) -> str:
+    """A list item's content; `[x] ` at its start kept as a task box (pymdownx.tasklist)."""
     holder = item
     if holder.children and isinstance(holder.children[0], _Node) and holder.children[0].tag == "p":
         holder = holder.children[0]
@@ -292,8 +295,8 @@ def _item(marker: str, item: _Node) -> str:
             holder.children[0] = first[task.end() :]
     nested = [c for c in item.children if isinstance(c, _Node) and c.tag in _BLOCK_TAGS]
     tight = all(c.tag in ("ul", "ol") for c in nested)
-    blocks = _blocks(item.children)
-    return _indented(("\n" if tight else "\n\n").join(blocks) or "", marker + box)
+    body = ("\n" if tight else "\n\n").join(_blocks(item.children))
+    return box + body if body or box else ""
 
 
 def _table(node: _Node) -> str:
@@ -338,26 +341,24 @@ def _descendants(node: _Node) -> list[_Node]:
     return found
 
 
-def _inline(nodes: list[_Node | str], start: bool = True) -> str:
-    """Inline nodes as Markdown, line breaks kept; `start`: they begin a block."""
+def _inline(nodes: list[_Node | str], start: bool = True, breaks: bool = True) -> str:
+    """Inline nodes as Markdown; `start`: they begin a block; `breaks`: line breaks kept."""
     out = ""
     for node in nodes:
         at_start = (start and not out.strip()) or out.endswith("\n")
         if isinstance(node, str):
-            text = _lines(node)
+            text = _lines(node) if breaks else _one_line(node)
             out += _escaped(text.lstrip(" \n") if at_start else text, at_start)
             continue
-        inner = _inline(node.children, start=False).replace("\n", " ")
+        inner = _inline(node.children, start=False, breaks=False)
         if node.tag == "br":
             out += "<br>"
         elif node.tag == "code":
             out += code(node.text())
         elif node.tag in ("em", "strong"):
             core, mark = inner.strip(" "), "*" if node.tag == "em" else "**"
-            lead, trail = (
-                inner[: len(inner) - len(inner.lstrip(" "))],
-                inner[len(inner.rstrip(" ")) :],
-            )
+            lead = " " if inner.startswith(" ") else ""  # outside the marks, or no emphasis
+            trail = " " if inner.endswith(" ") else ""
             out += f"{lead}{mark}{core}{mark}{trail}" if core else inner
         elif node.tag == "a":
             href = safe_url(node.attrs.get("href"))
@@ -375,4 +376,4 @@ def _inline(nodes: list[_Node | str], start: bool = True) -> str:
 
 def _one_line_of(nodes: list[_Node | str]) -> str:
     """Inline nodes as one line (a heading, a table cell, an admonition's title)."""
-    return " ".join(_inline(nodes).split("\n"))
+    return _inline(nodes, breaks=False)
