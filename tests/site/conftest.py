@@ -1,14 +1,24 @@
-"""Fixtures of the site tests: a knowledge base rendered the way `kbgen render` renders it."""
+"""Fixtures of the site tests: a knowledge base rendered the way `kbgen render` renders it, and
+the built site served to a headless Chromium."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import itertools
-from collections.abc import Callable
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import kbgen
 from kbgen.site import build
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 Site = Callable[..., dict[str, str]]
 
@@ -35,3 +45,59 @@ def read_pages(docs: Path) -> dict[str, str]:
         for path in sorted(docs.rglob("*"))
         if path.is_file()
     }
+
+
+def mkdocs(*args: str) -> subprocess.CompletedProcess[str]:
+    """MkDocs, its render hook running the kbgen under test (not the one the venv installed)."""
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    return subprocess.run(
+        [str(mkdocs), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "NO_MKDOCS_2_WARNING": "1",
+            "PATH": str(mkdocs.parent),
+            "PYTHONPATH": str(Path(kbgen.__file__).parents[1]),
+        },
+    )
+
+
+def serve(site: Path) -> Iterator[str]:
+    """The built site over HTTP on 127.0.0.1, its base URL yielded."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+
+    class Quiet(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # the browser closing a connection early is not a test failure
+
+    server = Quiet(("127.0.0.1", 0), handler)
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("no Chromium: make test installs Debian's chromium package")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield chromium
+        chromium.close()

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.site.conftest import mkdocs, serve
 
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOSTILE = """\
 schema_version: 1
 id: 2026-11-29-hostile
@@ -30,17 +25,6 @@ tags: [security]
 """
 
 
-def _mkdocs(*args: str) -> subprocess.CompletedProcess[str]:
-    mkdocs = Path(sys.executable).with_name("mkdocs")
-    return subprocess.run(
-        [str(mkdocs), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(mkdocs.parent)},
-    )
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example knowledge base plus a hostile record, built with --strict."""
@@ -49,13 +33,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(REPO / name, root / name)
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     (root / "records" / "2026-11-29-hostile.yaml").write_text(HOSTILE)
-    built = _mkdocs("build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(root / "site"))
+    built = mkdocs("build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(root / "site"))
     assert built.returncode == 0, built.stderr
     return root / "site"
 
 
 def test_the_repository_site_builds_strict(tmp_path: Path) -> None:
-    built = _mkdocs("build", "--strict", "-f", str(REPO / "mkdocs.yml"), "-d", str(tmp_path))
+    built = mkdocs("build", "--strict", "-f", str(REPO / "mkdocs.yml"), "-d", str(tmp_path))
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "plans" / "next-steps-eagle" / "index.html").exists()
 
@@ -68,42 +52,7 @@ def test_hostile_text_reaches_the_html_escaped(site: Path) -> None:
 
 @pytest.fixture(scope="module")
 def served(site: Path) -> Iterator[str]:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-
-    class Quiet(http.server.ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # the browser closing a connection early is not a test failure
-
-    server = Quiet(("127.0.0.1", 0), handler)
-    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: make test installs Debian's chromium package")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield chromium
-        chromium.close()
+    yield from serve(site)
 
 
 def _page(browser: object, url: str) -> object:
