@@ -84,3 +84,18 @@ def test_pages_of_a_record_and_a_plan_made_of_it_leave_nothing_live(text: str) -
             meta = yaml.safe_load(page.split("\n---\n", 1)[0][4:])
             assert "<" not in meta["title"] and isinstance(meta["title"], str)
     assert record.created == dt.date(2026, 11, 1)
+
+
+PROSE = st.lists(
+    st.sampled_from([*"abc XYZ019é—.,:;()/%+'\"=?@-!~^$", "\n", "\n\n", "1. ", "  ", "\n\n\n"]),
+    max_size=40,
+).map("".join)
+
+
+@SETTINGS
+@given(PROSE)
+def test_prose_is_left_as_it_is_exactly_as_its_parse_would_give_it_back(text: str) -> None:
+    """The shortcut for prose (no Markdown in it) gives what the full path gives."""
+    assert markup.inert(text) == markup._escaped(markup._one_line(text), start=True)
+    rebuilt = markup._rebuilt(text) if text.strip() else ""
+    assert markup.markdown(text) == rebuilt

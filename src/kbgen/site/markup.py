@@ -53,6 +53,12 @@ _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "]": "&#93;", "=": "&#61;",
 _ORDERED = re.compile(r"\d+(?=[.)](?: |$))")  # `1. `: an ordered list item
 _RULE = re.compile(r"[-=][-= ]*$")  # a setext underline or a horizontal rule
 _HASH_END = re.compile(r"(?<!\\)((?:\\\\)*)#( *)$")  # a final `#` not escaped
+# prose: letters, digits, single spaces and punctuation that no Markdown construct needs, starting
+# with a letter, a digit or `(` but not as `1. ` — what `inert` and `markdown` leave as it is
+_PROSE = re.compile(
+    r"(?!\d+[.)](?: |$))(?:[^\W_]|\()"
+    r"(?: ?[^\\`*\[\]{}|<>&_#\s\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff\ud800-\udfff])*"
+)
 _CODE_SPAN_SAFE = re.compile(r"[^`\\|<&]+")  # nothing that ends a span early, in a table too
 
 
@@ -92,6 +98,8 @@ def _closing_hash(line: str) -> str:
 
 def inert(text: str) -> str:
     """Plain text as Markdown that shows exactly that text, on one line, and nothing else."""
+    if _PROSE.fullmatch(text):  # most values: nothing to escape (a shortcut, same result)
+        return text
     return _escaped(_one_line(text), start=True)
 
 
@@ -134,6 +142,14 @@ def markdown(text: str) -> str:
     text = _DROP.sub("", _BREAK.sub("\n", text))
     if not text.strip():
         return ""
+    paragraphs = re.split(r"\n\n+", text.strip("\n"))
+    if all(_PROSE.fullmatch(line) for p in paragraphs for line in p.split("\n")):
+        return "\n\n".join(paragraphs)  # paragraphs of prose: what the parse would give back
+    return _rebuilt(text)
+
+
+def _rebuilt(text: str) -> str:
+    """`text` parsed, cleaned and written back (`markdown`)."""
     try:
         html_text = _cleaner().clean(_parser().reset().convert(text))
         builder = _Tree()
