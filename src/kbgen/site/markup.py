@@ -6,7 +6,9 @@
   on), code, a table cell or an escape — ``\\ ` * _ [ ] { } | < > &`` — are escaped wherever
   they are, and what starts a block (`#`, a list marker, `!!!`, a rule, a fence) where the text
   starts; control characters go, line breaks become spaces. Escaped text stays text inside a
-  code span or a table cell too, so it is safe wherever a template puts it.
+  code span or a table cell too, so it is safe wherever a template puts it. (`]` is written
+  `&#93;`: Python-Markdown finds a reference definition, `[id]: url`, before it reads escapes.)
+  Prose with nothing to escape is left as it is, a shortcut that gives the same result.
 - `code`: plain text as inline code (backticks where nothing in it could end the span, else
   `<code>` around inert text).
 - `markdown`: the author's Markdown (context, rationale, …) is converted by Python-Markdown,
@@ -23,7 +25,7 @@
 
 nh3 acts on the fields' HTML here rather than on the built site: MkDocs makes the site's HTML
 after kbgen, and a pass there would be a build hook (ignored by Zensical) or a step of its own
-that a site built without it would silently miss. The only modules that import Python-Markdown
+that a site built without it would silently miss. The only module that imports Python-Markdown
 and nh3.
 """
 

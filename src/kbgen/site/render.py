@@ -11,7 +11,8 @@ text; `| markdown` for the fields that hold Markdown (context, rationale, decisi
 consequences, a hypothesis, a plan's context), rebuilt from their parse with only safe links
 left; `| code` for inline code; `| front_matter` for a string of the YAML front matter. A
 `Markdown` value is one already encoded — what those filters return, the generated-page note,
-the charts (`charts` escapes their labels) — and is printed as is; a template cannot make one.
+the charts (`charts` escapes their labels), `estimate`'s numbers — and is printed as is; a
+template cannot make one.
 
 **Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
 request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_`
