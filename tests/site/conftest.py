@@ -80,7 +80,7 @@ def serve(site: Path) -> Iterator[str]:
     server.server_close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not longer: Playwright's event loop would outlive the module
 def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
