@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -158,7 +159,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     on an attribute remembered by the object's type (Jinja's checks look at nothing else):
     otherwise they are most of a page's rendering time."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -179,7 +180,50 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             raise SecurityError(f"{left!r} ** {right!r} is too large")
         if operator == "*" and _huge_product(left, right):
             raise SecurityError(f"a sequence of more than {MAX_PRODUCT} items")
+        if operator == "%" and isinstance(left, str):
+            _no_huge_width(left)
         return super().call_binop(context, operator, left, right)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is not None:  # "{:>9999999999}".format(1)
+            _no_huge_width(value.__self__)
+        return wrapped
+
+    def call(
+        __self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if isinstance(getattr(__obj, "__self__", None), str | bytes):  # "x".center(10**10)
+            _no_huge_number(args, kwargs)
+        if kwargs.get("indent") is not None:  # record.model_dump_json(indent=10**9)
+            _no_huge_number([kwargs["indent"]], {}, limit=1000)
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _no_huge_number(args: Iterable[Any], kwargs: dict[str, Any], limit: int = MAX_PRODUCT) -> None:
+    for value in [*args, *kwargs.values()]:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > limit:
+            raise SecurityError(f"{value} is too large an argument")
+
+
+def _no_huge_width(template: str) -> None:
+    """A format (`{:>N}`, `%Nd`) whose width or precision has 7 digits or more is refused."""
+    if re.search(r"\d{7,}", template):
+        raise SecurityError("a format with a width of a million or more")
+
+
+def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter whose numbers (a width, a count) are bounded: `center(10**10)` is refused."""
+    skip = 1 + (getattr(func, "jinja_pass_arg", None) is not None)  # the context, the value
+
+    @functools.wraps(func)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _no_huge_number(args[skip:], kwargs)
+        if name == "format" and len(args) >= skip:
+            _no_huge_width(str(args[skip - 1]))
+        return func(*args, **kwargs)
+
+    return bounded
 
 
 def _huge_power(base: Any, exponent: Any) -> bool:
@@ -221,6 +265,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         figure=figure,
         estimate=estimate,
     )
+    env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
     env.globals.update(units=METRIC_UNITS)
     return env
 
