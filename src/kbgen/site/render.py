@@ -16,8 +16,9 @@ template cannot make one.
 
 **Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
 request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_`
-(so no `__class__`, `__globals__`, `__init__`), no change to the values passed in, `range`
-and `*`/`**` bounded, output capped at `MAX_PAGE_CHARS`. They are read only from their folder
+(so no `__class__`, `__globals__`, `__init__`), no change to the values passed in; `range`,
+`*`, `**`, widths and counts (`center`, `indent`, a format's `{:>N}`) bounded, and output
+capped at `MAX_PAGE_CHARS` (a loop that runs for ever is not stopped). They are read only from their folder
 (`_Folder`): a name that leads out of it, a link to outside it, anything but a regular file or
 a file over `MAX_TEMPLATE_BYTES` is refused. Whatever goes wrong in a template — its syntax, an
 undefined name, what the sandbox refuses, a missing template, an error in an expression — is
