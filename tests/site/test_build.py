@@ -235,6 +235,20 @@ def _write_version(kb_dir: Path, version: str) -> None:
         (kb_dir / f"{rid}.yaml").write_text(text.replace("title: n-gram", f"title: {version}"))
 
 
+def _once_workers_run(render: subprocess.Popen[bytes], within: float = 10.0) -> set[int]:
+    """The processes `render` started, once its pool workers run (or it ended, or `within`
+    seconds passed): more than the forkserver and the resource tracker."""
+    deadline = time.monotonic() + within
+    descendants: set[int] = set()
+    while render.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            descendants = {p.pid for p in psutil.Process(render.pid).children(recursive=True)}
+        if len(descendants) > 2:
+            break
+        time.sleep(0.02)
+    return descendants
+
+
 def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
     kb_dir: Path, tmp_path: Path
 ) -> None:
@@ -258,8 +272,9 @@ def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
         for kill in range(KILLS):
             _write_version(kb_dir, ("one", "two")[kill % 2])
             render = subprocess.Popen([*command, str(docs)], env=env, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.2, 2.0))
-            descendants = {p.pid for p in psutil.Process(render.pid).children(recursive=True)}
+            descendants = _once_workers_run(render)  # then a seeded moment of their work
+            time.sleep(rng.uniform(0.0, 0.5))
+            descendants |= {p.pid for p in psutil.Process(render.pid).children(recursive=True)}
             with_workers += len(descendants) > 2  # more than the forkserver and resource tracker
             render.kill()
             render.wait()

@@ -1,28 +1,27 @@
 """`kbgen render`: records and plans to plain Markdown pages and SVG charts; the only Jinja module.
 
 Pure functions, strings out: a record's page (`record_pages`), and the pages over many records,
-plans and indexes (`site_pages`), each by its path under docs/. `site.build` writes them.
-Output is deterministic: no timestamps, no random ids, sorted everything.
+plans and indexes (`site_pages`), each by its path under docs/. `site.build` writes them. Output is
+deterministic: no timestamps, no random ids, sorted everything.
 
-**One path from text to page.** Jinja's `finalize` is `to_page`, so every value a template
-prints — a title, a task, a caveat, an id, a model name, a number — goes through it, and it
-encodes the value by its kind (`site.markup`): plain text by default, shown as exactly that
-text; `| markdown` for the fields that hold Markdown (context, rationale, decision,
-consequences, a hypothesis, a plan's context), rebuilt from their parse with only safe links
-left; `| code` for inline code; `| front_matter` for a string of the YAML front matter. A
-`Markdown` value is one already encoded — what those filters return, the generated-page note,
-the charts (`charts` escapes their labels), `estimate`'s numbers — and is printed as is; a
-template cannot make one.
+**One path from text to page.** Jinja's `finalize` is `to_page`, so every value a template prints —
+a title, a task, a caveat, an id, a model name, a number — goes through it, and it encodes the value
+by its kind (`site.markup`): plain text by default, shown as exactly that text; `| markdown` for the
+fields that hold Markdown (context, rationale, decision, consequences, a hypothesis, a plan's
+context), rebuilt from their parse with only safe links left; `| code` for inline code; `|
+front_matter` for a string of the YAML front matter. A `Markdown` value is one already encoded —
+what those filters return, the generated-page note, the charts (`charts` escapes their labels),
+`estimate`'s numbers — and is printed as is; a template cannot make one.
 
 **Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
-request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_`
-(so no `__class__`, `__globals__`, `__init__`), no change to the values passed in; `range`,
-`*`, `**`, widths and counts (`center`, `indent`, a format's `{:>N}`) bounded, and output
-capped at `MAX_PAGE_CHARS` (a loop that runs for ever is not stopped). They are read only from their folder
-(`_Folder`): a name that leads out of it, a link to outside it, anything but a regular file or
-a file over `MAX_TEMPLATE_BYTES` is refused. Whatever goes wrong in a template — its syntax, an
-undefined name, what the sandbox refuses, a missing template, an error in an expression — is
-one `TemplateError`: `FILE:LINE: message`.
+request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_` (so no
+`__class__`, `__globals__`, `__init__`), no change to the values passed in; `range`, `*`, `**`,
+widths and counts (`center`, `indent`, a format's `{:>N}`) bounded, and output capped at
+`MAX_PAGE_CHARS` (a loop that runs for ever is not stopped). They are read only from their folder
+(`_Folder`): a name that leads out of it, a link to outside it, anything but a regular file or a
+file over `MAX_TEMPLATE_BYTES` is refused. Whatever goes wrong in a template — its syntax, an
+undefined name, what the sandbox refuses, a missing template, an error in an expression — is one
+`TemplateError`: `FILE:LINE: message`.
 """
 
 from __future__ import annotations
