@@ -54,7 +54,7 @@ _NAMED = re.compile(
     r"(?<![\w.$-])(?P<name>-{0,2}[A-Za-z_][\w.-]*)(?:\\?[\"']?)(?P<op>\s*[=:]\s*|\s+)"
 )
 _VALUE = re.compile(
-    r"""(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|Bot)\s+)?
+    r"""(?P<scheme>(?i:Bearer|Basic|Token|Digest|Negotiate|Bot)\s+)?  # any case, as HTTP has it
     (?: (?P<ref>\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)(?![\w{])  # ${NAME}: kept
       | "(?P<dq>(?:[^"\\]|\\.)*)"
       | \\"(?P<escaped>.*?)\\"                # \"value\": JSON inside a shell string
@@ -287,8 +287,8 @@ def _args(argv: list[str], depth: int) -> list[str]:
                 out.append(text(arg))
             else:
                 out.append(f"{name}={_masked(value)}")
-        elif arg.startswith("-") and is_secret_name(arg):
-            out.append(arg)
+        elif arg.startswith("-") and _ASSIGNED.fullmatch(arg) and is_secret_name(arg):
+            out.append(arg)  # `--api-key`; not `-HAuthorization: Bearer X`, masked as text
             value_is_secret = True
         else:
             out.append(_value(arg, depth))
