@@ -369,3 +369,24 @@ def test_a_record_of_a_run_without_a_metrics_snapshot_is_one_located_line(tmp_pa
     assert result.stderr.splitlines()[0] == (
         f"{run}/metrics/ngram-0-after.prom: the /metrics snapshot that run.json names is missing"
     )
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-5"])
+def test_a_record_of_a_run_whose_counter_is_not_a_count_is_one_located_line(
+    tmp_path: Path, value: str
+) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support.runs import make_run
+
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    after = run / "metrics" / "ngram-0-after.prom"
+    lines = after.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("vllm:generation_tokens_total"))
+    lines[at] = f"{lines[at].rsplit(' ', 1)[0]} {value}"
+    after.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(tmp_path / "records")])
+    assert result.exit_code == 1, result.output
+    [line, _] = result.stderr.splitlines()
+    assert line.startswith(f"{after}: /metrics: counter vllm:generation_tokens_total went from")
