@@ -116,6 +116,25 @@ def test_open_refuses_a_folder_that_is_not_a_run(tmp_path: Path, missing: str) -
         RunFolder.open(path)
 
 
+@pytest.mark.parametrize("name", ["run.json", "spec.yaml"])
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_a_resume_of_a_run_whose_file_is_special_is_one_located_line(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support.runs import make_run
+
+    path = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    (path / name).unlink()
+    message = special.make(kind, path / name)
+    with special.deadline(5):
+        result = CliRunner().invoke(cli, ["bench", "--resume", str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0].startswith(f"{path / name}: {message}")
+
+
 def test_meta_round_trips_and_update_merges(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
     changed = a_meta(status="complete", attempts=2)
