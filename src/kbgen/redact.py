@@ -340,11 +340,15 @@ def _data(tree: Any, depth: int) -> Any:
 
 
 def _all(value: Any, depth: int) -> Any:
-    """The value of a secret-named key: every scalar in it masked (a mapping: by its own keys)."""
+    """The value of a secret-named key: every scalar in it masked. A mapping that names its
+    secret (`credentials: {user: bob, password: …}`) is masked by its own keys; one that does
+    not (`password: {value: …}`) is masked whole, its keys kept."""
     if isinstance(value, str):
         return _masked(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return MASK
     if isinstance(value, list | tuple):
         return [_all(item, depth) for item in value]
+    if isinstance(value, Mapping) and not any(is_secret_name(str(key)) for key in value):
+        return {key: _all(item, depth + 1) for key, item in value.items()}
     return _data(value, depth + 1)
