@@ -622,3 +622,15 @@ def test_a_variant_named_twice_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr == "error: variant 'baseline' given more than once\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../x", "Baseline", "a b", "x-"])
+def test_a_variant_name_that_is_not_a_slug_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    spec = Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"
+    args = ["record", "--from", "vllm-bench", f"{name}={BASE}", f"ngram={NGRAM}"]
+    result = CliRunner().invoke(cli, [*args, "--spec", str(spec), "--records", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {name!r}: a variant name is lower-case letters, digits and inner hyphens\n"
+    )
+    assert list(tmp_path.iterdir()) == []
