@@ -43,6 +43,17 @@ def test_validate_reports_one_line_per_problem(kb_dir: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_problem_named_like_a_secret_keeps_its_line_and_message(kb_dir: Path) -> None:
+    bad = kb_dir / "auth-proxy.yaml"  # `auth-proxy.yaml:5:` and `auth: …` are no secrets
+    bad.write_text(RECORD.replace("status: concluded", "status: concluded\nauth: x"))
+    result = run("validate", str(bad), "--root", str(kb_dir))
+    assert result.exit_code == 1
+    assert (
+        result.stderr.splitlines()[0]
+        == f"{bad}:6: auth: unknown field (not in the schema; check its spelling)"
+    )
+
+
 def test_validate_one_file_resolves_references_against_the_root(kb_dir: Path) -> None:
     result = run("validate", str(kb_dir / "ngram-test.yaml"), "--root", str(kb_dir))
     assert result.exit_code == 0, result.output

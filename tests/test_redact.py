@@ -136,6 +136,7 @@ def test_a_tree_is_masked_by_its_keys_at_any_depth() -> None:
         },
         "extra": [{"credentials": {"user": "bob", "password": s(4)}, "port": 8000}],
         "numbers": {"secret": 12345, "token_count": 3},
+        "vault": {"api_key": {"value": s(5), "ttl": 60}, "password": {"ref": {"raw": s(6)}}},
     }
     assert redact.data(tree) == {
         "server": {
@@ -145,6 +146,7 @@ def test_a_tree_is_masked_by_its_keys_at_any_depth() -> None:
         },
         "extra": [{"credentials": {"user": "bob", "password": MASK}, "port": 8000}],
         "numbers": {"secret": MASK, "token_count": 3},
+        "vault": {"api_key": {"value": MASK, "ttl": MASK}, "password": {"ref": {"raw": MASK}}},
     }
 
 

@@ -54,7 +54,7 @@ _NAMED = re.compile(
     r"(?<![\w.$-])(?P<name>-{0,2}[A-Za-z_][\w.-]*)(?:\\?[\"']?)(?P<op>\s*[=:]\s*|\s+)"
 )
 _VALUE = re.compile(
-    r"""(?P<scheme>(?:Bearer|Basic|Token|Digest|Negotiate|Bot)\s+)?
+    r"""(?P<scheme>(?i:Bearer|Basic|Token|Digest|Negotiate|Bot)\s+)?  # any case, as HTTP has it
     (?: (?P<ref>\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)(?![\w{])  # ${NAME}: kept
       | "(?P<dq>(?:[^"\\]|\\.)*)"
       | \\"(?P<escaped>.*?)\\"                # \"value\": JSON inside a shell string
@@ -287,8 +287,8 @@ def _args(argv: list[str], depth: int) -> list[str]:
                 out.append(text(arg))
             else:
                 out.append(f"{name}={_masked(value)}")
-        elif arg.startswith("-") and is_secret_name(arg):
-            out.append(arg)
+        elif arg.startswith("-") and _ASSIGNED.fullmatch(arg) and is_secret_name(arg):
+            out.append(arg)  # `--api-key`; not `-HAuthorization: Bearer X`, masked as text
             value_is_secret = True
         else:
             out.append(_value(arg, depth))
@@ -340,11 +340,15 @@ def _data(tree: Any, depth: int) -> Any:
 
 
 def _all(value: Any, depth: int) -> Any:
-    """The value of a secret-named key: every scalar in it masked (a mapping: by its own keys)."""
+    """The value of a secret-named key: every scalar in it masked. A mapping that names its
+    secret (`credentials: {user: bob, password: …}`) is masked by its own keys; one that does
+    not (`password: {value: …}`) is masked whole, its keys kept."""
     if isinstance(value, str):
         return _masked(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return MASK
     if isinstance(value, list | tuple):
         return [_all(item, depth) for item in value]
+    if isinstance(value, Mapping) and not any(is_secret_name(str(key)) for key in value):
+        return {key: _all(item, depth + 1) for key, item in value.items()}
     return _data(value, depth + 1)

@@ -136,6 +136,21 @@ def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None
         asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))
 
 
+def test_command_launcher_failing_start_leaks_no_secret_its_words_split(tmp_path: Path) -> None:
+    from kbgen.bench.launch import CommandLauncher
+    from kbgen.bench.spec import CommandServer
+
+    secret = "S3cr3t-split-words"
+    start = f"echo Authorization: bearer {secret}; exit 1"  # the header unquoted: four words
+    launcher = CommandLauncher(
+        CommandServer(launcher="command", url="http://127.0.0.1:9", start=start)
+    )
+    with pytest.raises(ServerFailed) as failed:
+        asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))
+    assert "exited with code 1" in str(failed.value)
+    assert secret not in str(failed.value) and secret not in (tmp_path / "v.log").read_text()
+
+
 def test_command_launcher_reuses_a_server_started_with_the_same_command(tmp_path: Path) -> None:
     from aiohttp.test_utils import TestServer
 

@@ -116,6 +116,25 @@ def test_open_refuses_a_folder_that_is_not_a_run(tmp_path: Path, missing: str) -
         RunFolder.open(path)
 
 
+@pytest.mark.parametrize("name", ["run.json", "spec.yaml"])
+@pytest.mark.parametrize("kind", sorted(special.SPECIAL))
+def test_a_resume_of_a_run_whose_file_is_special_is_one_located_line(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support.runs import make_run
+
+    path = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    (path / name).unlink()
+    message = special.make(kind, path / name)
+    with special.deadline(5):
+        result = CliRunner().invoke(cli, ["bench", "--resume", str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0].startswith(f"{path / name}: {message}")
+
+
 def test_meta_round_trips_and_update_merges(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
     changed = a_meta(status="complete", attempts=2)
@@ -369,3 +388,24 @@ def test_a_record_of_a_run_without_a_metrics_snapshot_is_one_located_line(tmp_pa
     assert result.stderr.splitlines()[0] == (
         f"{run}/metrics/ngram-0-after.prom: the /metrics snapshot that run.json names is missing"
     )
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-5"])
+def test_a_record_of_a_run_whose_counter_is_not_a_count_is_one_located_line(
+    tmp_path: Path, value: str
+) -> None:
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support.runs import make_run
+
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    after = run / "metrics" / "ngram-0-after.prom"
+    lines = after.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("vllm:generation_tokens_total"))
+    lines[at] = f"{lines[at].rsplit(' ', 1)[0]} {value}"
+    after.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(tmp_path / "records")])
+    assert result.exit_code == 1, result.output
+    [line, _] = result.stderr.splitlines()
+    assert line.startswith(f"{after}: /metrics: counter vllm:generation_tokens_total went from")

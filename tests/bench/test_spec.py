@@ -59,6 +59,34 @@ def test_spec_mistakes_are_located(
     assert problems[0].line == line
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("javascript:alert(1)", "should be an http:// or https:// URL with a host"),
+        ("", "should be an http:// or https:// URL with a host"),
+        ("http://", "should be an http:// or https:// URL with a host"),
+        ("http://127.0.0.1:99999", "not a URL: Port out of range"),
+        ("http://127.0.0.1:abc", "not a URL: Port could not be cast"),
+        ("${VLLM_URL}", None),  # checked once filled in
+    ],
+    ids=["scheme", "empty", "no-host", "port-out-of-range", "port-not-a-number", "reference"],
+)
+def test_a_server_url_is_an_http_url(tmp_path: Path, url: str, message: str | None) -> None:
+    text = DEMO.read_text()
+    start, end = text.index("server:\n"), text.index("\nbaseline:")
+    server = f"server:\n  launcher: external\n  url: {json.dumps(url)}"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text[:start] + server + text[end:])
+    if message is None:
+        assert spec.load(bad).server.url == url
+        return
+    with pytest.raises(InvalidInput) as info:
+        spec.load(bad)
+    [problem] = info.value.problems
+    assert (problem.field, problem.line) == ("server.url", text[:start].count("\n") + 3)
+    assert problem.message.startswith(message)
+
+
 def test_server_args_of_a_variant() -> None:
     assert spec.server_args(Variant()) == []
     eagle = Variant.model_validate(

@@ -186,6 +186,14 @@ def test_fast_loader_refuses_duplicate_keys_like_the_round_trip_one(tmp_path: Pa
         store.load_fast(path)
 
 
+def test_a_duplicate_key_is_named_without_its_values(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("env:\n  HF_TOKEN: S3cr3t-one\n  HF_TOKEN: S3cr3t-two\n")
+    with pytest.raises(InvalidInput) as info:
+        store.load_fast(path)
+    assert str(info.value) == f'{path}:3: YAML syntax: found duplicate key "HF_TOKEN"'
+
+
 DOCUMENTS = [
     "a: &x 1\nb: *x\n",  # anchors and aliases
     "a: !!str 1\nb: !!int '2'\n",  # explicit tags

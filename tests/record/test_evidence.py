@@ -119,8 +119,15 @@ def test_a_special_samples_file_is_one_located_line(tmp_path: Path, kind: str) -
         ({"chunk_ns": [10**30]}, "64 bits"),
         ({"output_tokens": -1}, "greater than or equal to 0"),
         ({"prompt_index": "3"}, "valid integer"),
+        ({"sent_ns": 10**12}, "times out of order"),  # a negative TTFT
+        ({"chunk_ns": [3, 2, *range(4, 34)]}, "times out of order"),  # a negative gap
+        ({"done_ns": 1}, "times out of order"),
+        ({"chunk_tokens": [1, 1]}, "chunk_tokens holds 2 counts for 32 chunk_ns"),
     ],
-    ids=["bool-tokens", "a-trillion-tokens", "time-past-64-bits", "negative-output", "string"],
+    ids=[
+        *("bool-tokens", "a-trillion-tokens", "time-past-64-bits", "negative-output", "string"),
+        *("sent-after-first-chunk", "chunks-out-of-order", "done-before-chunks", "short-counts"),
+    ],
 )
 def test_a_sample_with_impossible_numbers_is_a_located_error(
     tmp_path: Path, change: dict[str, Any], message: str

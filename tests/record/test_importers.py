@@ -221,6 +221,7 @@ def _fail_request(index: int, error: str, recount: bool = True) -> Callable[[dic
     reason as the error, possibly empty; serve.py: output length 0; ttft, itl, latency unset)."""
 
     def change(data: dict[str, Any]) -> None:
+        data["total_output_tokens"] -= data["output_lens"][index]  # a sum of output_lens
         data["ttfts"][index], data["output_lens"][index], data["itls"][index] = 0.0, 0, []
         data["latencies"][index], data["generated_texts"][index] = 0.0, ""
         data["errors"][index] = error
@@ -458,6 +459,9 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("mean_ttft_ms", float("-inf")), "mean_ttft_ms", "finite number"),
         (_set("model_id", 7), "model_id", "valid string"),
         (lambda d: d["itls"].pop(), "itls", "holds 11 entries, ttfts 12"),
+        (lambda d: d["latencies"].append(1.0), "latencies", "holds 13 entries, ttfts 12"),
+        (_set("latencies.2", -1.0), "latencies[2]", "greater than or equal to 0"),
+        (_set("output_lens.0", 2**40), "total_output_tokens", "output_lens add up to"),
         (
             _set("spec_decode_accepted_tokens", 10**6),
             "spec_decode_accepted_tokens",
@@ -482,6 +486,9 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
         "mean-minus-inf",
         "model-number",
         "ragged-itls",
+        "ragged-latencies",
+        "latency-negative",
+        "lengths-past-the-total",
         "accepted-past-drafted",
         "rate-above-one",
     ],
@@ -614,4 +621,16 @@ def test_a_variant_named_twice_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert result.stderr == "error: variant 'baseline' given more than once\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../x", "Baseline", "a b", "x-"])
+def test_a_variant_name_that_is_not_a_slug_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    spec = Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"
+    args = ["record", "--from", "vllm-bench", f"{name}={BASE}", f"ngram={NGRAM}"]
+    result = CliRunner().invoke(cli, [*args, "--spec", str(spec), "--records", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {name!r}: a variant name is lower-case letters, digits and inner hyphens\n"
+    )
     assert list(tmp_path.iterdir()) == []

@@ -179,6 +179,22 @@ FORMS: list[Form] = [
     _args("51-hf-shape", [HF], [MASK], HF),
     _args("52-stripe-shape", [f"--billing={STRIPE}"], [f"--billing={MASK}"], STRIPE),
     _args("53-bearer-bare", ["-H", f"Bearer {s(53)}"], ["-H", f"Bearer {MASK}"]),
+    # --- headers as curl takes them: any case of the scheme, the option joined to its value
+    _args(
+        "54-lowercase-bearer",
+        ["-H", f"authorization: bearer {s(54)}"],
+        ["-H", f"authorization: bearer {MASK}"],
+    ),
+    _args(
+        "55-token-scheme",
+        ["-H", f"Authorization: token {s(55)}"],
+        ["-H", f"Authorization: token {MASK}"],
+    ),
+    _args(
+        "56-joined-header-option",
+        [f"-HAuthorization: Bearer {s(56)}", "--tensor-parallel-size", "8"],
+        [f"-HAuthorization: Bearer {MASK}", "--tensor-parallel-size", "8"],
+    ),
 ]
 
 # Arguments and variables that look like secrets but are not: they must come through untouched.

@@ -37,7 +37,7 @@ from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
-from kbgen.errors import InvalidInput, ServerFailed, ServerUnreachable
+from kbgen.errors import InvalidInput, MetricsError, Problem, ServerFailed, ServerUnreachable
 from kbgen.kb import git
 from kbgen.kb.models import Hardware, baseline_first
 from kbgen.kb.problems import located
@@ -430,7 +430,10 @@ def totals(
             if not w.after:
                 continue
             before, after = folder.read_metrics(w.before), folder.read_metrics(w.after)
-            counted = metrics.window(before, after, info.model)
+            try:
+                counted = metrics.window(before, after, info.model)
+            except MetricsError as exc:  # the snapshots kept are the input here: name them
+                raise InvalidInput([Problem(folder.path / w.after, None, "", str(exc))]) from exc
             in_window = [
                 s for s in mine if s.attempt == w.attempt and w.start_ns <= s.sent_ns <= w.end_ns
             ]

@@ -369,9 +369,11 @@ class CommandLauncher:
 
 
 def _words(command: str) -> list[str]:
-    """A shell command as run.json and the log show it: its words, secrets masked."""
+    """A shell command as run.json and the log show it: its words, secrets masked — in the
+    whole string first, where a name and its value may be words apart (`Authorization: Bearer X`
+    unquoted), then word by word."""
     try:
-        return redact.args(shlex.split(command))
+        return redact.args(shlex.split(redact.text(command)))
     except ValueError:  # unbalanced quotes: the shell will say so; show it as it is
         return [redact.text(command)]
 

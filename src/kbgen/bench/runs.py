@@ -76,7 +76,8 @@ class RunFolder:
 
     @classmethod
     def open(cls, path: Path) -> RunFolder:
-        if not (path / "run.json").is_file() or not (path / "spec.yaml").is_file():
+        # there at all: a FIFO or a symlink in their place is the reader's to name
+        if not all(os.path.lexists(path / name) for name in ("run.json", "spec.yaml")):
             raise UsageError(f"{path}: not a run folder (no run.json and spec.yaml)")
         return cls(path)
 

@@ -67,6 +67,20 @@ class Sample(BaseModel):
             raise ValueError(f"chunk_tokens sum past {MAX_TOKENS:,} tokens (max_tokens' limit)")
         return self
 
+    @model_validator(mode="after")
+    def _in_order(self) -> Sample:
+        # a chunk before the request was sent, or before the one before it, is a negative
+        # latency; counts for some chunks only would be zipped short, silently
+        times = [self.sent_ns, *self.chunk_ns, *([] if self.done_ns is None else [self.done_ns])]
+        if times != sorted(times):
+            raise ValueError("times out of order: sent_ns <= chunk_ns, in order, <= done_ns")
+        if self.chunk_tokens and len(self.chunk_tokens) != len(self.chunk_ns):
+            raise ValueError(
+                f"chunk_tokens holds {len(self.chunk_tokens)} counts for "
+                f"{len(self.chunk_ns)} chunk_ns"
+            )
+        return self
+
     @property
     def ok(self) -> bool:
         return self.error is None

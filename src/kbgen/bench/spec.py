@@ -9,10 +9,12 @@ concluded result resolves. Relative paths in a spec are relative to the folder k
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from kbgen.errors import InvalidInput
 from kbgen.kb import loading as kb
@@ -42,11 +44,31 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; larger ones overflow the event loop's
 Timeout = Annotated[Finite, Field(gt=0, le=MAX_TIMEOUT_S)]
 
 
+def _http_url(value: str) -> str:
+    """A server's base URL: http or https, a host, a port that is one. A URL with a `${NAME}`
+    in it is checked only as it is filled in, when the server is reached."""
+    if "$" in value:
+        return value
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise PydanticCustomError("url", "not a URL: {reason}", {"reason": str(exc)}) from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PydanticCustomError(
+            "url", "should be an http:// or https:// URL with a host (http://127.0.0.1:8000)"
+        )
+    return value
+
+
+Url = Annotated[str, AfterValidator(_http_url)]
+
+
 class ExternalServer(Model):
     """A server someone else runs: kbgen only waits for it to be healthy."""
 
     launcher: Literal["external"] = Field(description="Reach a running server by URL.")
-    url: str = Field(description="Base URL.", examples=["http://127.0.0.1:8000"])
+    url: Url = Field(description="Base URL.", examples=["http://127.0.0.1:8000"])
     startup_timeout_s: Timeout = Field(default=600, description="How long to wait for it.")
 
 
@@ -96,7 +118,7 @@ class CommandServer(Model):
         description="Shell command that stops it.",
         examples=["sudo systemctl stop vllm@{variant}"],
     )
-    url: str = Field(description="Base URL of the server once started.")
+    url: Url = Field(description="Base URL of the server once started.")
     startup_timeout_s: Timeout = Field(default=3600, description="How long a start may take.")
 
 

@@ -27,6 +27,7 @@ import yaml as pyyaml
 from ruamel.yaml import YAML
 from ruamel.yaml import resolver as ruamel_resolver
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
+from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.scalarstring import LiteralScalarString
@@ -187,6 +188,8 @@ def _parse(yaml: YAML, path: Path, text: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = exc.problem or exc.context or "malformed YAML"
+        if isinstance(exc, DuplicateKeyError):  # it quotes both values: a secret's, it may be
+            what = what.split(" with value ", 1)[0]
         if mark is not None and text[mark.index : mark.index + 1] == "\t":
             what = "a tab character; YAML is indented with spaces only"
         raise _problem(path, f"YAML syntax: {what}", line) from exc

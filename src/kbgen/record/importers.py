@@ -70,7 +70,7 @@ GUIDELLM_MAPPING = (
     "at the end of the response"
 )
 # the tool's own per-request list keys in a `vllm bench serve --save-detailed` file
-VLLM_BENCH_LISTS = ("ttfts", "output_lens", "itls", "errors", "input_lens")
+VLLM_BENCH_LISTS = ("ttfts", "output_lens", "itls", "errors", "input_lens", "latencies")
 
 # Limits of an import file. Unpaired requests are compared by a BCa bootstrap, whose jackknife
 # costs n² (20,000 requests: about ten seconds); the file is read whole, as the tools write it.
@@ -135,6 +135,8 @@ class VllmBenchResult(_Format):
     itls: list[list[Seconds] | None] | None = Field(default=None, max_length=MAX_REQUESTS)
     errors: list[str | None] | None = Field(default=None, max_length=MAX_REQUESTS)
     input_lens: list[Count | None] | None = Field(default=None, max_length=MAX_REQUESTS)
+    # not read (a sample's end is its TTFT and gaps), but a file that holds them must hold timings
+    latencies: list[Seconds | None] | None = Field(default=None, max_length=MAX_REQUESTS)
 
     @model_validator(mode="before")
     @classmethod
@@ -155,6 +157,13 @@ class VllmBenchResult(_Format):
                 listed = getattr(self, key)
                 if listed is not None and len(listed) != n:
                     errors.append(((key,), f"holds {len(listed)} entries, ttfts {n}"))
+        total, lengths = self.total_output_tokens, self.output_lens
+        if total is not None and lengths is not None and None not in lengths:
+            summed = sum(n or 0 for n in lengths)
+            if summed != total:  # the total gives the tokens per engine step: one of them is wrong
+                errors.append(
+                    (("total_output_tokens",), f"says {total}, output_lens add up to {summed}")
+                )
         drafted, accepted = self.spec_decode_draft_tokens, self.spec_decode_accepted_tokens
         if drafted is not None and accepted is not None and accepted > drafted:
             errors.append(
