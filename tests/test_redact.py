@@ -190,3 +190,18 @@ def test_known_secrets_are_masked_however_a_server_echoes_them() -> None:
         "--port\n",
         "8000\n",
     ]
+
+
+def test_found_names_the_key_path_of_every_secret_and_nothing_else() -> None:
+    tree = {
+        "title": "n-gram, 512 max tokens",
+        "config": {"server_args": ["--api-key", "k3y-Value-0042", "--tensor-parallel-size", "8"]},
+        "notes": [{"text": "fine"}, {"text": "Bearer abcdefghijklmnopqrstuvwxyz012345"}],
+        "env": {"HF_TOKEN": "plain-looking"},
+    }
+    assert redact.found(tree) == [
+        ["config", "server_args", 1],
+        ["notes", 1, "text"],
+        ["env", "HF_TOKEN"],
+    ]
+    assert redact.found({"title": "nothing here", "n": 3}) == []

@@ -322,6 +322,22 @@ def data(tree: Any) -> Any:
     return tree if masked == tree else masked
 
 
+def found(tree: Any) -> list[list[str | int]]:
+    """Where `tree` holds a secret: the key path of every value `data` would mask."""
+    return list(_differences(tree, data(tree), []))
+
+
+def _differences(before: Any, after: Any, at: list[str | int]) -> Any:
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        for key in before:
+            yield from _differences(before[key], after.get(key), [*at, key])
+    elif isinstance(before, list | tuple) and isinstance(after, list | tuple):
+        for i, (one, other) in enumerate(zip(before, after, strict=False)):
+            yield from _differences(one, other, [*at, i])
+    elif before != after:
+        yield at
+
+
 def _data(tree: Any, depth: int) -> Any:
     if isinstance(tree, str):
         return _value(tree, depth)

@@ -98,6 +98,15 @@ def _hand_edited(records: Path) -> str:
     return rf"{path.name}:\d+: {field}: is 99\.0, but its samples give"
 
 
+def _a_secret(records: Path) -> str:
+    path = _the_record(records)
+    doc = store.load_document(path)
+    doc.data["context"] = "Served with HF_TOKEN=hf_Qx7Tr2Lp9Zw4Kd8Vn3Bs6Fm1 exported, 512 tokens."
+    store.save(doc)
+    render_docs(records)
+    return rf"{path.name}:\d+: context: looks like a secret"
+
+
 def render_docs(records: Path) -> None:
     docs = records.parent / "docs"
     CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
@@ -105,7 +114,15 @@ def render_docs(records: Path) -> None:
 
 @pytest.mark.parametrize(
     "mistake",
-    [_invalid, _stale_docs, _id_collision, _dangling_link, _missing_samples, _hand_edited],
+    [
+        _invalid,
+        _stale_docs,
+        _id_collision,
+        _dangling_link,
+        _missing_samples,
+        _hand_edited,
+        _a_secret,
+    ],
     ids=lambda f: f.__name__.strip("_"),
 )
 def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> None:

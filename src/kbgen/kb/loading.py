@@ -293,7 +293,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-FACTS_FORMAT = 2  # of `Facts.to_json`: bump it when that changes, so older caches are ignored
+FACTS_FORMAT = 3  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets): bump
+# it when they change, so older caches are ignored
 
 
 def _rules_key() -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbgen import redact
 from kbgen.errors import Problem, UsageError
 from kbgen.kb import files, store
 from kbgen.kb import git as gitrepo
@@ -113,6 +114,7 @@ def _changed_since(fork: Fork, records: Path, base: KnowledgeBase) -> set[Path]:
 def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
     """For `kb.scan`: what the lints need of one file, found where it was parsed."""
     facts: dict[str, Any] = {"links": [[loc, target] for loc, target in _links(doc)]}
+    facts["secrets"] = redact.found(doc.model_dump(mode="json", exclude_unset=True))
     if isinstance(doc, Record):
         facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
         facts["measured"] = doc.provenance is not None and doc.provenance.source == "measured"
@@ -120,8 +122,8 @@ def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
 
 
 def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> list[Problem]:
-    """Dangling links, missing samples and hand-edited numbers in a knowledge base scanned with
-    `lint_facts` and valid.
+    """Dangling links, secrets, missing samples and hand-edited numbers in a knowledge base
+    scanned with `lint_facts` and valid.
 
     Numbers are recomputed for the record files in `changed` (None: every record).
     """
@@ -137,6 +139,9 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
             if page not in pages and not (docs / page).is_file():
                 message = f"links to {target!r}, a page that does not exist"
                 problems.append(located(path, loc, message))
+        for loc in facts["secrets"]:
+            message = "looks like a secret (a key, token or password): remove it, it is published"
+            problems.append(located(path, loc, message))
         if kind != "record":
             continue
         if facts["samples"] is not None:
