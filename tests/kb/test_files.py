@@ -197,3 +197,25 @@ def test_read_regular_reads_a_file_growing_as_it_is_read_up_to_the_limit(
     assert files.read_regular(path, 20) == b"0123456789"
     with pytest.raises(InvalidInput, match="too large"):
         files.read_regular(path, 5)
+
+
+def test_a_temporary_file_is_abandoned_only_when_its_writer_is_gone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
+    dead = tmp_path / f".page.md.{gone}.0.tmp"
+    live = tmp_path / f".page.md.{os.getpid()}.3.tmp"
+    other = tmp_path / "page.md"
+    for path in (dead, live, other):
+        path.write_text("half a page")
+    assert files.abandoned(dead)
+    assert not files.abandoned(live)
+    assert not files.abandoned(other)
+    (tmp_path / f".x.{gone}.1.tmp").symlink_to(other)
+    assert not files.abandoned(tmp_path / f".x.{gone}.1.tmp")

@@ -293,3 +293,25 @@ def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
     assert with_workers >= KILLS // 2, f"only {with_workers} kills hit worker processes"
     subprocess.run([*command, str(docs)], env=env, check=True, capture_output=True)
     assert _served(docs) == versions[("one", "two")[(KILLS - 1) % 2]]
+
+
+def test_a_killed_render_s_half_written_pages_are_removed_by_the_next(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    import subprocess
+
+    docs = tmp_path / "docs"
+    build.render_site(kb_dir, docs, cache=None)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
+    abandoned = docs / "records" / f".index.md.{gone}.7.tmp"
+    writing = docs / "records" / f".index.md.{os.getpid()}.8.tmp"  # a writer still at work
+    abandoned.write_text("half a pa")
+    writing.write_text("half a pa")
+    assert build.render_site(kb_dir, docs, check=True) == ["records/" + abandoned.name]
+    build.render_site(kb_dir, docs, cache=None)
+    assert not abandoned.exists() and writing.exists()

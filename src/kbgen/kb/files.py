@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -269,6 +270,24 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
         except FileExistsError:
             continue
+
+
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.\d+\.tmp")
+
+
+def abandoned(path: Path) -> bool:
+    """Whether `path` is a temporary file of `write_atomic` whose writer is gone (killed before
+    it renamed the file into place): safe to remove."""
+    found = _TEMPORARY.fullmatch(path.name)
+    if found is None or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        os.kill(int(found["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False  # alive but not ours, or no such pid at all
+    return False
 
 
 def _fsync_dir(folder: Path) -> None:

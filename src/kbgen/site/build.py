@@ -183,12 +183,13 @@ def _sync(docs: Path, pages: Mapping[str, str], check: bool) -> list[str]:
 
 
 def _leftovers(docs: Path, produced: set[str]) -> list[str]:
-    """Generated pages on disk that the knowledge base no longer produces, relative to docs."""
+    """Generated pages on disk that the knowledge base no longer produces, and the temporary
+    files of a render that was killed mid-write, relative to docs."""
     found = []
     for folder in GENERATED:
         for path in sorted((docs / folder).glob("*")):
             relative = f"{folder}/{path.name}"
-            if relative not in produced and _is_generated(path):
+            if relative not in produced and (_is_generated(path) or files.abandoned(path)):
                 found.append(relative)
     return found
 
