@@ -161,6 +161,16 @@ async def _copied(copier: asyncio.Task[None] | None) -> None:
             await asyncio.wait_for(asyncio.shield(copier), COPY_GRACE_S)
 
 
+def _close_pipes(process: asyncio.subprocess.Process) -> None:
+    """Close our end of an ended server's output pipe. A process outside its group may still
+    hold the pipe, so its end never comes by itself, and asyncio warns of an unclosed transport
+    when the process is collected. The transport is asyncio's own attribute of the process (no
+    public way to close it); closing it after the process ended closes only the pipes."""
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 def _start_line(log: Path, command: str) -> None:
     """`$ COMMAND` (redacted) as a line of its own: a server killed mid-line left no newline."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -311,6 +321,8 @@ class ProcessLauncher:
         await _copied(copier)
         if copier is not None:
             copier.cancel()  # a process outside the group may hold the pipe: stop listening
+        if process is not None:
+            _close_pipes(process)
 
 
 class CommandLauncher:
