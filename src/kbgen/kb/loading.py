@@ -293,8 +293,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-FACTS_FORMAT = 3  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets): bump
-# it when they change, so older caches are ignored
+FACTS_FORMAT = 4  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets; 4:
+# a Card's metric and effects): bump it when they change, so older caches are ignored
 
 
 def _rules_key() -> str:
@@ -340,6 +340,8 @@ class Card:
     resolves: tuple[str, ...]
     supersedes: tuple[str, ...]
     classes: tuple[tuple[str, str], ...] = ()  # (class, outcome): disagreement stays visible
+    metric: str | None = None  # the hypothesis' primary metric
+    effects: tuple[float, ...] = ()  # its relative change per class, in the verdict's order
 
     @classmethod
     def of(cls, record: Record) -> Card:
@@ -356,6 +358,8 @@ class Card:
             tuple((c, str(v.outcome)) for c, v in record.verdict.per_class.items())
             if record.verdict
             else (),
+            record.hypothesis.primary_metric if record.hypothesis else None,
+            tuple(v.effect for v in record.verdict.per_class.values()) if record.verdict else (),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -377,6 +381,8 @@ class Card:
             tuple(data["resolves"]),
             tuple(data["supersedes"]),
             tuple((c, o) for c, o in data["classes"]),
+            data["metric"],
+            tuple(data["effects"]),
         )
 
 

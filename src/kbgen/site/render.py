@@ -94,6 +94,16 @@ def percent(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1%}"
 
 
+def effect(card: Card) -> str:
+    """A record's effect at a glance: its primary metric's change, one class's or the range
+    over its classes (`−26.0% … −9.3% decode_tok_s`); `–` without a verdict's numbers."""
+    if not card.effects:
+        return "–"
+    low, high = min(card.effects), max(card.effects)
+    change = percent(low) if low == high else f"{percent(low)} … {percent(high)}"
+    return f"{change} {card.metric}" if card.metric else change
+
+
 def percent_plain(value: float | None) -> str:
     """A share, such as 0.8 → 80%."""
     return "–" if value is None else f"{value:.0%}"
@@ -262,6 +272,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         percent_plain=percent_plain,
         number=number,
         percent=percent,
+        effect=effect,
         figure=figure,
         estimate=estimate,
     )
