@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kbgen.bench import prompts
@@ -16,6 +16,7 @@ from kbgen.cli import cli
 from kbgen.errors import InvalidInput
 from tests.conftest import REPO
 from tests.support import special
+from tests.support.properties import SETTINGS
 from tests.support.specs import small_spec
 
 SEED = REPO / "bench" / "prompts" / "seed.jsonl"
@@ -237,13 +238,7 @@ SUITES = st.one_of(
 )
 
 
-@settings(
-    derandomize=True,
-    max_examples=300,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@settings(SETTINGS, max_examples=300)
 @given(content=SUITES, per_class=st.none() | st.integers(min_value=1, max_value=3))
 @example(content=b'{"class": "coding", "prompt": ' + b"1" * 5_000 + b"}", per_class=None)
 @example(content=b'{"class": "coding", "prompt": "x"}\n' + b"[" * 100_000, per_class=None)

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kbgen.kb import loading as kb
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD, REPO
 from tests.support import special
+from tests.support.properties import SETTINGS
 
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
@@ -490,13 +491,7 @@ PLAN_FILES = st.one_of(
 )
 
 
-@settings(
-    derandomize=True,
-    max_examples=300,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@settings(SETTINGS, max_examples=300)
 @given(content=PLAN_FILES)
 @example(content=PLAN.encode())  # the valid plan: success
 @example(content=b"id: x\ntasks: " + b"[" * 10_000)

@@ -11,9 +11,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from hypothesis import strategies as st
 
 from kbgen.cli import exit_code
 from kbgen.errors import InvalidInput, KbgenError
+from tests.support.special import deadline as deadline  # the one deadline of every test
 
 SETTINGS = settings(
     derandomize=True,
@@ -130,26 +128,6 @@ def mutated(draw: st.DrawFn, tree: Any, paths: list[Path_], most: int = 3) -> Mu
             change = f"= {node[key]!r:.80}"
         changes.append(f"{'.'.join(map(str, path))} {change}")
     return Mutated(data, changes)
-
-
-class Hang(BaseException):  # not an Exception: no `except Exception` in kbgen may swallow it
-    """An example ran past its deadline."""
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise Hang in this (main) thread if the block runs longer than `seconds`."""
-
-    def fire(signum: int, frame: object) -> None:
-        raise Hang(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _located(line: str, paths: tuple[Path, ...]) -> bool:
