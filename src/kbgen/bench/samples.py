@@ -15,8 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kbgen.bench.spec import MAX_TOKENS
-from kbgen.kb.numbers import Bool, Count, Int
+from kbgen.kb.numbers import MAX_TOKENS, Bool, Count, Int
 
 
 class Sample(BaseModel):

@@ -28,7 +28,7 @@ from kbgen.kb.models import (
     fail_at,
     repeats_of,
 )
-from kbgen.kb.numbers import Bool, Finite, Int
+from kbgen.kb.numbers import MAX_TOKENS, Bool, Finite, Int
 from kbgen.kb.problems import located
 
 # Limits of a spec. Concurrency: vLLM batches at most `max_num_seqs` sequences (256 by
@@ -39,7 +39,6 @@ MAX_CONCURRENCY = 4096
 MAX_REQUESTS = 100_000
 MAX_REPEATS = 1000
 MAX_ROUNDS = 1000
-MAX_TOKENS = 1_048_576  # output tokens per request: past every served context length
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; larger ones overflow the event loop's clock
 Timeout = Annotated[Finite, Field(gt=0, le=MAX_TIMEOUT_S)]
 

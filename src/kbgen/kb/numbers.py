@@ -19,6 +19,10 @@ from typing import Annotated
 from pydantic import AfterValidator, AllowInfNan, Strict
 from pydantic_core import PydanticCustomError
 
+# Output tokens of one request: past every served context length. A spec's max_tokens and a
+# sample's token counts are bounded by it (here, so the client need not import the spec).
+MAX_TOKENS = 1_048_576
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
