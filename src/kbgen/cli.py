@@ -258,7 +258,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     import asyncio
 
     from kbgen.bench import driver as bench_stage
-    from kbgen.bench import launch, progress, spec
+    from kbgen.bench import progress, spec
     from kbgen.bench.runs import RunFolder
 
     if (spec_file is None) == (resume is None):
@@ -268,7 +268,6 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
         experiment = spec.load(folder.spec_path)
         attempts = folder.meta().attempts
         suite = bench_stage.check_inputs(experiment, folder.spec_path, folder)
-        launch.check_environment(experiment, folder.spec_path)
         meta = folder.update_meta(status="running", attempts=attempts + 1)
     else:
         assert spec_file is not None
@@ -276,7 +275,6 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
             raise UsageError(f"{spec_file}: no such file")
         experiment = spec.load(spec_file)
         suite = bench_stage.check_inputs(experiment, spec_file)  # before any folder exists
-        launch.check_environment(experiment, spec_file)
         folder = RunFolder.create(
             runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
         )

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from kbgen import __version__
 from kbgen.bench import machine, metrics, prompts
 from kbgen.bench.client import Client, Timeouts
-from kbgen.bench.launch import Launched, Launcher, launcher_for
+from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
@@ -225,7 +225,8 @@ def check_inputs(
     prompts by class. The prompt suite (its own problems, or a run that would plan more
     requests than `spec.MAX_REQUESTS`, located in `path`, the spec), and on a resume
     (`folder`) its run.json (every window of its order an arm and a round of the spec) and its
-    samples. A spec or folder that fails leaves no trace: no run folder, nothing changed."""
+    samples; then the server's `${NAME}`s and masks (`launch.check_environment`). A spec or
+    folder that fails leaves no trace: no run folder, nothing changed."""
     if folder is not None:
         rounds = range(spec.workload.rounds)
         for i, (round_, arm) in enumerate(folder.meta().order or []):
@@ -236,6 +237,7 @@ def check_inputs(
     w = spec.workload
     suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
     check_requests(spec, suite, path)
+    check_environment(spec, path)
     return suite
 
 

@@ -14,7 +14,8 @@ No secret is written here (`kbgen.redact`): the spec copy, the JSON files, the e
 sample and the `/metrics` text are masked on their way in; the launchers mask the logs. A secret
 the spec writes out in full is therefore not in the copy, and a resume cannot send it: a spec
 that is to be resumed takes its secrets from the environment, as `${NAME}` references, which are
-copied as they are (`launch.check_environment` refuses a resume that would send a mask).
+copied as they are (`launch.check_environment`, by way of `driver.check_inputs`, refuses a resume
+that would send a mask).
 
 A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
 atomically. A line torn by a kill mid-write is dropped on reading (and counted: the record says
