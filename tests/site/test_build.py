@@ -110,8 +110,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_one_changed_record_is_the_only_one_parsed_again(
     kb_dir: Path, tmp_path: Path, seen: list[str]
 ) -> None:
-    for rid in ("second", "third"):
-        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    for rid in ("second", "third"):  # each on its own model: not replications of each other
+        text = RECORD.replace("id: ngram-test", f"id: {rid}")
+        (kb_dir / f"{rid}.yaml").write_text(text.replace("{name: tiny}", f"{{name: {rid}}}"))
     docs, cache = tmp_path / "docs", tmp_path / "render.json"
     build.render_site(kb_dir, docs, cache=cache)
     seen.clear()  # what the first render parsed
@@ -127,6 +128,30 @@ def test_one_changed_record_is_the_only_one_parsed_again(
     build.render_site(kb_dir, docs, cache=cache)
     assert sorted(seen) == ["next-steps", "ngram-test", "second", "third"]
     assert "task `test-ngram`: Test n-gram\n" in (docs / "records" / "third.md").read_text()
+
+
+def test_a_changed_record_renders_its_replications_pages_again(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    """A record's page lists its replications, with their titles: renaming one renders the
+    pages of the others again (they are read again), and only theirs."""
+    for rid in ("second", "third"):  # the same setup as ngram-test: its replications
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    (kb_dir / "other.yaml").write_text(
+        RECORD.replace("id: ngram-test", "id: other").replace("{name: tiny}", "{name: other}")
+    )
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    seen.clear()
+    second = kb_dir / "second.yaml"
+    second.write_text(second.read_text().replace("title: n-gram vs baseline", "title: renamed"))
+    build.render_site(kb_dir, docs, cache=cache)
+    assert sorted(set(seen)) == ["ngram-test", "second", "third"]
+    assert "renamed" in (docs / "records" / "third.md").read_text()
+    assert "renamed" not in (docs / "records" / "other.md").read_text()
+    seen.clear()
+    assert build.render_site(kb_dir, docs, cache=cache) == []
+    assert seen == []
 
 
 def test_a_hand_edited_page_is_rendered_again_once(

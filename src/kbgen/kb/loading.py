@@ -29,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 
 from kbgen import __version__
 from kbgen.errors import InvalidInput, Problem
-from kbgen.kb import files, store
-from kbgen.kb.models import Plan, Record, Status, json_schemas
+from kbgen.kb import files, replications, store
+from kbgen.kb.models import Plan, Range, Record, Status, json_schemas
 from kbgen.kb.problems import located, problems_of
 
 PLANS_FOLDER = "plans"
@@ -327,8 +327,20 @@ def _reference_problems(kb: KnowledgeBase) -> list[Problem]:
 
 
 @dataclass(frozen=True)
+class ClassResult:
+    """One prompt class's verdict on a card: its outcome and the primary metric's relative
+    change, with its 95% interval when there is one."""
+
+    cls: str
+    outcome: str
+    effect: float
+    interval: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
 class Card:
-    """What plan pages and indexes show of a record: small, so it crosses processes cheaply."""
+    """What plan pages, indexes and the replication rules need of a record: small, so it
+    crosses processes cheaply."""
 
     id: str
     title: str
@@ -339,12 +351,30 @@ class Card:
     outcome: str | None  # the verdict's, when there is one
     resolves: tuple[str, ...]
     supersedes: tuple[str, ...]
-    classes: tuple[tuple[str, str], ...] = ()  # (class, outcome): disagreement stays visible
+    results: tuple[ClassResult, ...] = ()  # per class, in the verdict's order
     metric: str | None = None  # the hypothesis' primary metric
-    effects: tuple[float, ...] = ()  # its relative change per class, in the verdict's order
+    statement: str | None = None  # the hypothesis (Markdown)
+    variant: str | None = None  # the arm judged against the baseline
+    acceptance: tuple[float, float] | None = None  # its draft acceptance rate (low, high)
+    decision: str | None = None  # Markdown
+    consequences: str | None = None  # Markdown
+    engine_version: str | None = None
+    question: str | None = None  # `replications.question_of`'s key
+    question_label: str | None = None
+
+    @property
+    def classes(self) -> tuple[tuple[str, str], ...]:
+        """(class, outcome) pairs: disagreement between classes stays visible."""
+        return tuple((r.cls, r.outcome) for r in self.results)
+
+    @property
+    def effects(self) -> tuple[float, ...]:
+        return tuple(r.effect for r in self.results)
 
     @classmethod
     def of(cls, record: Record) -> Card:
+        verdict, config = record.verdict, record.config
+        question = replications.question_of(record)
         return cls(
             record.id,
             record.title,
@@ -352,14 +382,29 @@ class Card:
             record.created,
             record.concluded,
             tuple(record.tags),
-            record.verdict.outcome if record.verdict else None,
+            verdict.outcome if verdict else None,
             tuple(record.resolves),
             tuple(record.supersedes),
-            tuple((c, str(v.outcome)) for c, v in record.verdict.per_class.items())
-            if record.verdict
+            tuple(
+                ClassResult(
+                    c,
+                    str(v.outcome),
+                    v.effect,
+                    (v.ci_low, v.ci_high) if v.ci_low is not None and v.ci_high is not None else None,
+                )
+                for c, v in verdict.per_class.items()
+            )
+            if verdict
             else (),
             record.hypothesis.primary_metric if record.hypothesis else None,
-            tuple(v.effect for v in record.verdict.per_class.values()) if record.verdict else (),
+            record.hypothesis.statement if record.hypothesis else None,
+            verdict.variant if verdict else None,
+            _acceptance(record),
+            record.decision,
+            record.consequences,
+            config.engine.version if config else None,
+            question[0] if question else None,
+            question[1] if question else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -371,19 +416,34 @@ class Card:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Card:
         return cls(
-            data["id"],
-            data["title"],
-            Status(data["status"]),
-            date.fromisoformat(data["created"]),
-            date.fromisoformat(data["concluded"]) if data["concluded"] else None,
-            tuple(data["tags"]),
-            data["outcome"],
-            tuple(data["resolves"]),
-            tuple(data["supersedes"]),
-            tuple((c, o) for c, o in data["classes"]),
-            data["metric"],
-            tuple(data["effects"]),
+            **{
+                **data,
+                "status": Status(data["status"]),
+                "created": date.fromisoformat(data["created"]),
+                "concluded": date.fromisoformat(data["concluded"]) if data["concluded"] else None,
+                "results": tuple(
+                    ClassResult(
+                        r["cls"],
+                        r["outcome"],
+                        r["effect"],
+                        tuple(r["interval"]) if r["interval"] is not None else None,
+                    )
+                    for r in data["results"]
+                ),
+                "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
+                **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},
+            }
         )
+
+
+def _acceptance(record: Record) -> tuple[float, float] | None:
+    """The judged variant's draft acceptance rate, as (low, high): equal for one number."""
+    if record.verdict is None or (stats := record.spec_decode.get(record.verdict.variant)) is None:
+        return None
+    rate = stats.acceptance_rate
+    if rate is None:
+        return None
+    return (rate.low, rate.high) if isinstance(rate, Range) else (rate, rate)
 
 
 @dataclass(frozen=True)

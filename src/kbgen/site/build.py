@@ -25,6 +25,7 @@ pages whose bytes changed; generated pages no longer produced are removed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -41,12 +42,13 @@ from kbgen.kb import files
 from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files, read_json
 
 if TYPE_CHECKING:
-    from kbgen.kb.loading import Card, Facts, Known
+    from kbgen.kb.loading import Card, Facts, KnowledgeBase, Known
     from kbgen.kb.models import Plan, Record
+    from kbgen.kb.replications import Evidence, Related
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
-FILE_CACHE_FORMAT = 3  # of `_entry`: bump it when that changes, so older caches are ignored
+FILE_CACHE_FORMAT = 4  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
 
@@ -60,6 +62,7 @@ class Job:
     templates: Path | None
     tasks: dict[str, list[str]]  # task texts by `plan#task`
     check: bool  # compare only, write nothing
+    related: Mapping[str, Related] = dataclasses.field(default_factory=dict)  # by record id
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class RecordPages:
 
     card: Card
     pages: dict[str, Fingerprint | None]  # on disk after the render; None: not to be trusted
+    related: str  # the key of what its page shows of its replications (`Related.key`)
     stale: tuple[str, ...] = ()  # the pages that differed from disk (written, unless checking)
 
 
@@ -91,6 +95,7 @@ def render_site(
         return []
 
     from kbgen.kb import loading as kb
+    from kbgen.kb import replications
     from kbgen.kb.models import Plan
     from kbgen.site import render
 
@@ -111,7 +116,15 @@ def render_site(
             cache.with_name(FILE_CACHE), hashlib.sha256(rules.encode()).hexdigest()
         )
     known = {} if remembered is None else _trusted(remembered, inputs, docs)
+    # a record's page lists its replications: rendered first with what the cached cards say
+    # of them, then again, for the few whose replications that changed, once every card is in
+    guess = replications.evidence(_cards(known.values()))
+    todo = {path.stem: guess.related(path.stem) for path in inputs if path not in known}
+    job = dataclasses.replace(job, related=todo)
     base = kb.scan([records], functools.partial(render_file, job), known=known)
+    found = replications.evidence(_cards(base.products.values())) if not base.problems else None
+    if found is not None:
+        base = _with_replications(base, job, found, known)
     if remembered is not None:
         for path, facts in base.facts.items():
             if path not in known and path in inputs:
@@ -130,7 +143,7 @@ def render_site(
         cards.append(product.card)
         produced += product.pages
         stale += product.stale
-    site = render.site_pages(render.environment(templates), plan_models, sources, cards)
+    site = render.site_pages(render.environment(templates), plan_models, sources, cards, found)
     produced += site
     changed = stale + _sync(docs, site, check)
     leftovers = _leftovers(docs, set(produced))
@@ -145,6 +158,49 @@ def render_site(
     return changed + leftovers
 
 
+def _cards(products: Any) -> list[Card]:
+    """The records' cards among scan products (or `Known` entries)."""
+    cards = []
+    for product in products:
+        product = getattr(product, "product", product)
+        if isinstance(product, RecordPages):
+            cards.append(product.card)
+    return cards
+
+
+def _with_replications(
+    base: KnowledgeBase, job: Job, found: Evidence, known: dict[Path, Known]
+) -> KnowledgeBase:
+    """`base` with every record page whose replications differ from what it was rendered with
+    rendered again (and, when it was trusted from the cache, forgotten there)."""
+    from kbgen.kb import loading as kb
+    from kbgen.kb.loading import Known
+
+    redo = {
+        path: found.related(product.card.id)
+        for path, product in base.products.items()
+        if isinstance(product, RecordPages)
+        and product.related != found.related(product.card.id).key
+    }
+    if not redo:
+        return base
+    for path in redo:
+        known.pop(path, None)  # no longer what the cache says: its entry is written again
+    keep = {
+        path: Known(base.facts[path], product)
+        for path, product in base.products.items()
+        if path not in redo and path in base.facts
+    }
+    again = dataclasses.replace(job, related={path.stem: r for path, r in redo.items()})
+    redone = kb.scan([job.records], functools.partial(render_file, again), known=keep)
+    if not job.check:  # a page the first pass wrote was written, whatever the second did
+        for path in redo.keys() & redone.products.keys():
+            first, second = base.products[path], redone.products[path]
+            written = tuple(dict.fromkeys([*first.stale, *second.stale]))
+            redone.products[path] = dataclasses.replace(second, stale=written)
+    return redone
+
+
 def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     """For `kb.scan`: a record's pages rendered and synced (`_sync`) where it was parsed.
 
@@ -154,17 +210,20 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     """
     from kbgen.kb.loading import Card
     from kbgen.kb.models import Plan
+    from kbgen.kb.replications import NOTHING
     from kbgen.site import render
 
     if isinstance(doc, Plan):
         return doc
     source = render.source_of(path, job.records)
-    made = render.record_pages(render.environment(job.templates), doc, source, job.tasks)
+    related = job.related.get(doc.id, NOTHING)
+    env = render.environment(job.templates)
+    made = render.record_pages(env, doc, source, job.tasks, related)
     stale = _sync(job.docs, made, job.check)
     pages = {rel: _fingerprint(job.docs / rel) for rel in made}
     if job.check:  # a stale page is not what it should be: never trust its fingerprint
         pages.update(dict.fromkeys(stale))
-    return RecordPages(Card.of(doc), pages, tuple(stale))
+    return RecordPages(Card.of(doc), pages, related.key, tuple(stale))
 
 
 def _sync(docs: Path, pages: Mapping[str, str], check: bool) -> list[str]:
@@ -205,7 +264,12 @@ def _is_generated(path: Path) -> bool:
 def _entry(facts: Facts, product: Plan | RecordPages) -> dict[str, Any]:
     """What the file cache keeps of one file (`_trusted` reads it back)."""
     if isinstance(product, RecordPages):
-        return {"facts": facts.to_json(), "card": product.card.to_json(), "pages": product.pages}
+        return {
+            "facts": facts.to_json(),
+            "card": product.card.to_json(),
+            "pages": product.pages,
+            "related": product.related,
+        }
     return {"facts": facts.to_json(), "plan": product.model_dump(mode="json")}
 
 
@@ -225,7 +289,8 @@ def _trusted(
         if "plan" in entry:
             known[path] = Known(facts, Plan.model_validate(entry["plan"]))
         elif _on_disk(docs, entry["pages"]):  # a page edited or removed since: render again
-            known[path] = Known(facts, RecordPages(Card.from_json(entry["card"]), entry["pages"]))
+            card = Card.from_json(entry["card"])
+            known[path] = Known(facts, RecordPages(card, entry["pages"], entry["related"]))
     return known
 
 

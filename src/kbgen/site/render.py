@@ -42,7 +42,9 @@ from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbgen.errors import KbgenError, TemplateError
+from kbgen.kb import replications
 from kbgen.kb.loading import Card, task_states
+from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.site import charts, markup
 
@@ -338,9 +340,13 @@ def task_texts(plans: Iterable[Plan]) -> dict[str, list[str]]:
 
 
 def record_pages(
-    env: jinja2.Environment, record: Record, source: str, tasks: dict[str, list[str]]
+    env: jinja2.Environment,
+    record: Record,
+    source: str,
+    tasks: dict[str, list[str]],
+    related: Related = NOTHING,
 ) -> dict[str, str]:
-    """A record's page (its charts inline), by path under docs/."""
+    """A record's page (its charts inline, its replications listed), by path under docs/."""
     out = {}
     out[f"{RECORDS_DIR}/{record.id}.md"] = render(
         env,
@@ -348,6 +354,7 @@ def record_pages(
         record=record,
         charts={name: Markdown(svg) for name, svg in charts.for_record(record).items()},
         tasks={ref: tasks.get(ref, []) for ref in record.resolves},
+        related=related,
         source=source,
         note=note(source),
     )
@@ -355,14 +362,24 @@ def record_pages(
 
 
 def site_pages(
-    env: jinja2.Environment, plans: dict[str, Plan], sources: dict[str, str], cards: list[Card]
+    env: jinja2.Environment,
+    plans: dict[str, Plan],
+    sources: dict[str, str],
+    cards: list[Card],
+    found: Evidence | None = None,
 ) -> dict[str, str]:
     """The pages that depend on many records: plans, and the records and plans indexes."""
+    found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
     out = {
         f"{PLANS_DIR}/{plan.id}.md": render(
-            env, "plan.md.j2", plan=plan, states=states[plan.id], note=note(sources[plan.id])
+            env,
+            "plan.md.j2",
+            plan=plan,
+            states=states[plan.id],
+            evidence=found,
+            note=note(sources[plan.id]),
         )
         for plan in ordered
     }
@@ -370,6 +387,7 @@ def site_pages(
         env,
         "index.md.j2",
         records=sorted(cards, key=lambda c: (c.created, c.id), reverse=True),
+        evidence=found,
         plans=ordered,
         note=note("records/"),
     )
