@@ -390,7 +390,7 @@ class Card:
                     c,
                     str(v.outcome),
                     v.effect,
-                    (v.ci_low, v.ci_high) if v.ci_low is not None and v.ci_high is not None else None,
+                    None if v.ci_low is None or v.ci_high is None else (v.ci_low, v.ci_high),
                 )
                 for c, v in verdict.per_class.items()
             )
