@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kbgen.cli import cli
 from tests.conftest import RECORD
-from tests.support import special
+from tests.support import replicated, special
 
 
 def run(*args: str, cwd: Path | None = None) -> click.testing.Result:
@@ -148,3 +148,17 @@ def test_a_special_file_among_the_records_is_one_line_to_every_command(
     lines = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
     assert len(lines) == 2 and lines[0].startswith(f"{path}: {message}"), result.stderr
     assert lines[1] == "1 problem in 1 file(s)"
+
+
+def test_list_stale_names_the_records_a_newer_engine_version_re_measured(tmp_path: Path) -> None:
+    records = replicated.knowledge_base(tmp_path)
+    result = run("list", "--stale", str(records))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"{rid}  measured on 0.32.0; contradiction measured the same setup on 0.33.0  "
+        f"({records / rid}.yaml)"
+        for rid in ("first", "replication")
+    ]
+    (records / "contradiction.yaml").unlink()
+    none = run("list", "--stale", str(records))
+    assert none.exit_code == 0 and none.stdout == "" and none.stderr == "no stale records\n"

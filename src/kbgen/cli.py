@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -26,6 +27,9 @@ from kbgen.errors import (
     UsageError,
 )
 from kbgen.kb import files
+
+if TYPE_CHECKING:
+    from kbgen.kb.loading import KnowledgeBase
 
 # Checked in order; the first class that matches decides the exit code.
 EXIT_CODES: list[tuple[type[KbgenError], int]] = [
@@ -139,18 +143,31 @@ def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
 
 @cli.command(name="list")
 @click.argument("root", default=DEFAULT_RECORDS, type=click.Path(path_type=Path, exists=True))
-def list_records(root: Path) -> None:
+@click.option(
+    "--stale",
+    is_flag=True,
+    help="Only the records measured on an older engine version than a comparable record.",
+)
+def list_records(root: Path, stale: bool) -> None:
     """List records with status, verdict and title, newest first.
+
+    With --stale, name the records whose evidence is stale: a record of the same question
+    (same model, engine, hardware and arms; see the README) was measured on a newer engine
+    version.
 
     \b
     Example:
       kbgen list records/
+      kbgen list --stale
     """
     from kbgen.kb import loading as kb
 
     base = kb.load([root])
     if base.problems:
         raise InvalidInput(base.problems)
+    if stale:
+        _list_stale(base)
+        return
     rows = [
         (r.id, str(r.status), str(r.verdict.outcome) if r.verdict else "-", r.title)
         for r in sorted(base.records.values(), key=lambda r: (r.created, r.id), reverse=True)
@@ -165,6 +182,21 @@ def list_records(root: Path) -> None:
         )
     for plan in sorted(base.plans.values(), key=lambda p: p.id):
         click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
+
+
+def _list_stale(base: KnowledgeBase) -> None:
+    from kbgen.kb import replications
+    from kbgen.kb.loading import Card
+
+    found = replications.evidence(Card.of(r) for r in base.records.values())
+    for record_id, old in sorted(found.stale.items()):
+        newest = old.newest
+        click.echo(
+            f"{record_id}  measured on {old.card.engine_version}; {newest.id} measured the same "
+            f"setup on {newest.engine_version}  ({base.path_of(base.records[record_id])})"
+        )
+    if not found.stale:
+        click.echo("no stale records", err=True)
 
 
 @cli.command()
@@ -505,12 +537,16 @@ def diff_command(
     help="Recompute every record's numbers from its samples, not only the records this branch "
     "changed.",
 )
+@click.option(
+    "--strict", is_flag=True, help="Refuse records that contradict each other, not only warn."
+)
 def check_command(
     records: Path,
     docs: Path,
     templates: Path | None,
     main_branch: str | None,
     every_record: bool,
+    strict: bool,
 ) -> None:
     """Everything a reviewer's CI should refuse, one line per problem.
 
@@ -518,20 +554,26 @@ def check_command(
     and lints: record ids this branch adds that the main branch added too, Markdown links to
     pages that do not exist, measured records without their samples file, and numbers edited
     by hand so they no longer follow from the samples (recomputed for the records this branch
-    changed since it forked from the main branch; --every-record for all).
+    changed since it forked from the main branch; --every-record for all). Records of one
+    question that contradict each other (one supported, one refuted; or effect intervals that
+    do not overlap) are warnings; --strict makes them errors.
 
     \b
     Example:
       kbgen check && kbgen diff > comment.md
+      kbgen check --strict                # contradictions fail the check too
     """
     from kbgen.review import lint
 
-    report = lint.verify(records, docs, templates, main_branch, every_record)
+    report = lint.verify(records, docs, templates, main_branch, every_record, strict)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
+    for warning in report.warnings:
+        click.echo(f"warning: {redact.text(str(warning))}", err=True)
     if report.problems:
         raise InvalidInput(report.problems)
-    click.echo("ok: records valid, docs current, no lint problems")
+    warned = f"; {len(report.warnings)} warning(s)" if report.warnings else ""
+    click.echo(f"ok: records valid, docs current, no lint problems{warned}")
 
 
 def main() -> None:

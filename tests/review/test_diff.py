@@ -353,3 +353,28 @@ def test_to_json_is_the_difference_as_plain_data() -> None:
         "n": 16,
     }
     assert row["change"] == pytest.approx(0.1) and len(row["change_ci"]) == 2
+
+
+def test_a_change_that_introduces_or_resolves_a_contradiction_says_so(tmp_path: Any) -> None:
+    from kbgen.kb import loading
+    from tests.support import replicated
+
+    kb = loading.load([replicated.knowledge_base(tmp_path)])
+    records = list(kb.records.values())
+    without = [r for r in records if r.id != "contradiction"]
+    settled = [
+        r if r.id != "contradiction" else r.model_copy(update={"status": "superseded"})
+        for r in records
+    ]
+    introduced = diff.compare(side("base", *without), side("head", *records))
+    expected = [
+        (older, newer, "coding", "refuted vs supported")
+        for older, newer in sorted(replicated.CONTRADICTIONS)
+    ]
+    assert [(c.older, c.newer, c.cls, c.why) for c in introduced.contradictions] == expected
+    assert all(c.introduced for c in introduced.contradictions)
+    resolved = diff.compare(side("base", *records), side("head", *settled))
+    assert [(c.older, c.newer) for c in resolved.contradictions] == [e[:2] for e in expected]
+    assert not any(c.introduced for c in resolved.contradictions)
+    assert diff.compare(side("base", *records), side("head", *records)).contradictions == []
+    assert diff.to_json(introduced)["contradictions"][0]["introduced"] is True

@@ -13,6 +13,7 @@ from kbgen.cli import cli
 from kbgen.kb import store
 from kbgen.record.command import record_run
 from tests.conftest import PLAN, RECORD
+from tests.support import replicated
 from tests.support.git import commit, git
 from tests.support.runs import make_run
 
@@ -177,3 +178,30 @@ def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
     result = check(clean)
     assert result.exit_code == 1  # type: ignore[attr-defined]
     assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_contradicting_records_are_a_warning_and_with_strict_an_error(tmp_path: Path) -> None:
+    records = replicated.knowledge_base(tmp_path)
+    render_docs(records)
+    base = ["check", "--records", str(records), "--docs", str(tmp_path / "docs")]
+    warned = CliRunner().invoke(cli, base)
+    assert warned.exit_code == 0, warned.output
+    assert warned.stdout.strip().endswith("; 2 warning(s)")
+    warnings = [line for line in warned.stderr.splitlines() if line.startswith("warning: ")]
+    for older, newer in sorted(replicated.CONTRADICTIONS):
+        expected = (
+            rf"^warning: {records}/{newer}\.yaml:\d+: verdict\.per_class\.coding: contradicts "
+            rf"{older} \({records}/{older}\.yaml\) in class coding \({older} vs this record: "
+            r"refuted vs supported\)"
+        )
+        assert sum(bool(re.search(expected, line)) for line in warnings) == 1, warnings
+    assert len(warnings) == len(replicated.CONTRADICTIONS)
+    strict = CliRunner().invoke(cli, [*base, "--strict"])
+    assert strict.exit_code == 1
+    assert strict.stderr.splitlines()[-1] == "2 problems in 1 file(s)"
+    # marking the odd one out superseded settles it: no warning left
+    odd = records / "contradiction.yaml"
+    odd.write_text(odd.read_text().replace("status: concluded", "status: superseded"))
+    render_docs(records)
+    settled = CliRunner().invoke(cli, [*base, "--strict"])
+    assert settled.exit_code == 0 and "warning" not in settled.output, settled.output

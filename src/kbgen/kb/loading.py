@@ -293,8 +293,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-FACTS_FORMAT = 4  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets; 4:
-# a Card's metric and effects): bump it when they change, so older caches are ignored
+FACTS_FORMAT = 5  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets; 4:
+# a Card's metric and effects; 5: lint_facts' card): bump it when they change, so older caches
+# are ignored
 
 
 def _rules_key() -> str:

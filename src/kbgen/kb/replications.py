@@ -185,6 +185,12 @@ def _current(card: Card, replaced: set[str]) -> bool:
 
 
 def _disagreements(question: str, older: Card, newer: Card) -> list[Contradiction]:
+    if not older.results and not newer.results:  # an overall verdict only, on both
+        if {older.outcome, newer.outcome} == {"supported", "refuted"}:
+            return [
+                Contradiction(question, older, newer, "", f"{older.outcome} vs {newer.outcome}")
+            ]
+        return []
     mine = {r.cls: r for r in older.results}
     found = []
     for theirs in newer.results:

@@ -3,9 +3,10 @@
 Pure functions over loaded knowledge bases (`kbgen diff` loads them from git revisions):
 records added, changed and removed; status and verdict changes; per-class effects with their
 intervals; metric means with their 95% intervals (changed rows only, unless all are asked for);
-plan tasks newly ticked or unticked; and warnings a reviewer should not miss. `to_json` turns
-the result into data for machines; `review.revisions.output` renders it as a pull-request
-comment through the `diff.md.j2` template.
+plan tasks newly ticked or unticked; contradictions between records of one question
+(`kb.replications`) the change introduced or resolved; and warnings a reviewer should not
+miss. `to_json` turns the result into data for machines; `review.revisions.output` renders it
+as a pull-request comment through the `diff.md.j2` template.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from kbgen.kb.loading import Card, KnowledgeBase, task_states
 from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
+from kbgen.kb.replications import evidence
 
 COMMENT_MARKER = "<!-- kbgen-diff -->"  # how a CI job finds its own comment to update
 
@@ -87,16 +89,28 @@ class TaskChange:
 
 
 @dataclass(frozen=True)
+class ContradictionChange:
+    """Two records of one question that came to disagree decisively, or no longer do."""
+
+    older: str
+    newer: str
+    cls: str  # "": their overall verdicts
+    why: str
+    introduced: bool  # True: the change introduced it; False: it resolved it
+
+
+@dataclass(frozen=True)
 class Difference:
     base: str  # how the two sides are named: a short commit id, or "working tree"
     head: str
     records: list[RecordChange]
     tasks: list[TaskChange]
     warnings: list[str]
+    contradictions: list[ContradictionChange] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.records or self.tasks or self.warnings)
+        return not (self.records or self.tasks or self.warnings or self.contradictions)
 
 
 @dataclass(frozen=True)
@@ -132,8 +146,29 @@ def compare(base: Side, head: Side, all_rows: bool = False) -> Difference:
             continue
         changes.append(_record_change(old, new, all_rows))
     return Difference(
-        base.name, head.name, changes, _task_changes(base, head), _warnings(base, head)
+        base.name,
+        head.name,
+        changes,
+        _task_changes(base, head),
+        _warnings(base, head),
+        _contradiction_changes(base, head),
     )
+
+
+def _contradiction_changes(base: Side, head: Side) -> list[ContradictionChange]:
+    """The contradictions (`kb.replications`) on one side only: introduced, or resolved."""
+    sides = [
+        {
+            (c.older.id, c.newer.id, c.cls): c.why
+            for c in evidence(side.cards.values()).contradictions
+        }
+        for side in (base, head)
+    ]
+    return [
+        ContradictionChange(*key, side[key], introduced=side is sides[1])
+        for side, other in ((sides[1], sides[0]), (sides[0], sides[1]))
+        for key in sorted(side.keys() - other.keys())
+    ]
 
 
 def to_json(difference: Difference) -> dict[str, Any]:

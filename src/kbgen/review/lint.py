@@ -8,7 +8,9 @@
   exist;
 - ``missing-samples``: a measured record without its raw samples file;
 - ``hand-edited``: a record whose numbers no longer follow from its samples
-  (`record.recompute`).
+  (`record.recompute`);
+- ``contradiction``: two records of one question that disagree decisively
+  (`kb.replications`): a warning, a problem with `strict`.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbgen import redact
 from kbgen.errors import Problem, UsageError
-from kbgen.kb import files, store
+from kbgen.kb import files, replications, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
 from kbgen.kb.loading import KnowledgeBase
@@ -35,6 +37,7 @@ from kbgen.site import build
 class Report:
     problems: list[Problem]
     notes: list[str]  # what could not be checked, and why
+    warnings: list[Problem] = field(default_factory=list)  # worth a look, not refused
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,10 @@ def verify(
     templates: Path | None = None,
     main: str | None = None,
     every_record: bool = False,
+    strict: bool = False,
 ) -> Report:
-    """Validate, compare docs/ with a fresh render, and lint; every problem found.
+    """Validate, compare docs/ with a fresh render, and lint; every problem found. Records
+    that contradict each other are warnings, or problems when `strict`.
 
     Recomputing a record's numbers from its samples runs a bootstrap per class (about a second
     a record), so in git it is done for the records this branch changed since it forked from
@@ -74,7 +79,10 @@ def verify(
                 f"numbers recomputed from samples for the {len(changed)} record file(s) changed "
                 f"since this branch left {fork.branch}; --every-record for all"
             )
-    return Report(sorted(problems), notes)
+    disagreements = contradictions(base)
+    if strict:
+        return Report(sorted(problems + disagreements), notes)
+    return Report(sorted(problems), notes, disagreements)
 
 
 def _fork(records: Path, main: str | None) -> tuple[Fork | None, list[str]]:
@@ -116,6 +124,7 @@ def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
     facts: dict[str, Any] = {"links": [[loc, target] for loc, target in _links(doc)]}
     facts["secrets"] = redact.found(doc.model_dump(mode="json", exclude_unset=True))
     if isinstance(doc, Record):
+        facts["card"] = kb.Card.of(doc).to_json()
         facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
         facts["measured"] = doc.provenance is not None and doc.provenance.source == "measured"
     return facts
@@ -154,6 +163,26 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
         elif facts["measured"]:
             problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems
+
+
+def contradictions(base: KnowledgeBase) -> list[Problem]:
+    """One problem per contradiction in a knowledge base scanned with `lint_facts`, at the newer
+    record's verdict for the class, naming the older record."""
+    cards = [
+        kb.Card.from_json(facts["card"]) for facts in base.products.values() if "card" in facts
+    ]
+    paths = {doc_id: path for (kind, doc_id), path in base.paths.items() if kind == "record"}
+    found = []
+    for c in replications.evidence(cards).contradictions:
+        older, newer = c.older, c.newer
+        at: list[str | int] = ["verdict", "per_class", c.cls] if c.cls else ["verdict"]
+        where = f"class {c.cls}" if c.cls else "its verdict"
+        message = (
+            f"contradicts {older.id} ({paths[older.id]}) in {where} ({older.id} vs this "
+            f"record: {c.why}); re-measure, or mark one superseded"
+        )
+        found.append(located(paths[newer.id], at, message))
+    return found
 
 
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")

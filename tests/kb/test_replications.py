@@ -1,0 +1,212 @@
+"""The replication rule: which records answer one question, which contradict, which are stale."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kbgen.kb import replications
+from kbgen.kb.loading import Card
+from kbgen.kb.models import Record
+from kbgen.kb.replications import MAX_LISTED, evidence
+from tests.conftest import RECORD
+from tests.support.properties import SETTINGS
+
+BASE: dict[str, Any] = yaml.safe_load(RECORD)
+
+
+def card(rid: str, created: str = "2026-11-01", **edits: Any) -> Card:
+    """A card of RECORD as `rid`, with `edits` applied: dotted paths to values."""
+    data = yaml.safe_load(RECORD)
+    data["id"], data["created"] = rid, created
+    data["concluded"] = created
+    for path, value in edits.items():
+        *parents, last = path.split("__")
+        node = data
+        for part in parents:
+            node = node[part]
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return Card.of(Record.model_validate(data))
+
+
+def verdict(outcome: str, low: float | None, high: float | None, effect: float = 0.0) -> dict:
+    cls = {"outcome": outcome, "effect": effect}
+    if low is not None:
+        cls |= {"ci_low": low, "ci_high": high}
+    return {**BASE["verdict"], "outcome": outcome, "per_class": {"coding": cls}}
+
+
+# each changes what is asked: a record with it answers another question
+DIFFERENT_QUESTION = {
+    "model": {"config__model": {"name": "other"}},
+    "quantization": {"config__model": {"name": "tiny", "quantization": "int4"}},
+    "engine": {"config__engine": {"name": "sglang", "version": "0.32.0"}},
+    "cpu": {"config__hardware": {"cpu": "another cpu"}},
+    "accelerator count": {
+        "config__hardware": {"cpu": "test cpu", "accelerator": "H200", "count": 2}
+    },
+    "server args": {"config__server_args": ["--max-model-len", "4096"]},
+    "variant args": {"config__variants__ngram__args": ["--max-num-seqs", "8"]},
+    "speculation": {
+        "config__variants__ngram__speculative_config": {
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+        }
+    },
+    "baseline args": {"config__variants__baseline": {"args": ["--enforce-eager"]}},
+    "metric": {"hypothesis__primary_metric": "tpot_ms"},
+    "direction": {"hypothesis__direction": "decrease"},
+    "minimum effect": {"hypothesis__minimum_effect": 0.1},
+    "concurrency": {"workload": {"prompt_suite": "s", "classes": ["coding"], "concurrency": 32}},
+}
+# each is how carefully or where it was measured, not what was asked
+SAME_QUESTION = {
+    "host": {"config__hardware": {"cpu": "test cpu", "host": "another-host"}},
+    "engine version": {"config__engine": {"name": "vllm", "version": "0.33.0"}},
+    "title": {"title": "renamed"},
+    "context": {"context": "another reason"},
+    "verdict": {"verdict": verdict("inconclusive", -0.5, 0.5)},
+    "tags": {"tags": ["other"]},
+}
+
+
+@pytest.mark.parametrize("edits", DIFFERENT_QUESTION.values(), ids=DIFFERENT_QUESTION.keys())
+def test_a_different_setup_is_a_different_question(edits: dict[str, Any]) -> None:
+    a, b = card("a"), card("b", **edits)
+    assert a.question and b.question and a.question != b.question
+    assert evidence([a, b]).related("a").others == ()
+
+
+@pytest.mark.parametrize("edits", SAME_QUESTION.values(), ids=SAME_QUESTION.keys())
+def test_the_same_setup_is_the_same_question(edits: dict[str, Any]) -> None:
+    a, b = card("a"), card("b", "2026-11-05", **edits)
+    assert a.question == b.question
+    assert evidence([a, b]).related("a").others == (b,)
+
+
+def test_the_arms_names_are_not_part_of_the_question() -> None:
+    data = yaml.safe_load(RECORD)
+    data["id"] = "renamed-arms"
+    data["config"]["variants"] = {"plain": {}, "spec": data["config"]["variants"]["ngram"]}
+    data["config"]["baseline"] = "plain"
+    data["measurements"] = {
+        "plain": data["measurements"]["baseline"],
+        "spec": data["measurements"]["ngram"],
+    }
+    data["spec_decode"] = {"spec": data["spec_decode"]["ngram"]}
+    data["verdict"]["variant"] = "spec"
+    assert Card.of(Record.model_validate(data)).question == card("a").question
+
+
+def test_a_record_without_a_setup_answers_no_question() -> None:
+    bare = card(
+        "bare", config=None, measurements={}, spec_decode={}, verdict=None, status="planned"
+    )
+    assert bare.question is None
+    assert evidence([bare, card("a")]).question_of("bare") is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "why"),
+    [
+        (verdict("refuted", -0.3, -0.2), verdict("supported", 0.06, 0.12), "refuted vs supported"),
+        (  # neither decided, but their intervals are apart: they cannot both be right
+            verdict("inconclusive", -0.3, -0.01),
+            verdict("inconclusive", 0.02, 0.5),
+            "intervals -30.0% … -1.0% and +2.0% … +50.0% do not overlap",
+        ),
+        (verdict("supported", None, None), verdict("refuted", None, None), "supported vs refuted"),
+    ],
+)
+def test_a_decisive_disagreement_is_a_contradiction(older: dict, newer: dict, why: str) -> None:
+    a = card("a", verdict=older)
+    b = card("b", "2026-11-05", verdict=newer)
+    (found,) = evidence([b, a]).contradictions
+    assert (found.older.id, found.newer.id, found.cls, found.why) == ("a", "b", "coding", why)
+    assert evidence([a, b]).related("a").contradictions == (found,)
+    assert evidence([a, b]).related("b").contradictions == (found,)
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        (verdict("refuted", -0.3, -0.2), verdict("refuted", -0.25, -0.1)),  # a replication
+        (verdict("refuted", -0.3, -0.2), verdict("inconclusive", -0.25, 0.1)),  # overlapping
+        (verdict("supported", 0.06, 0.2), verdict("inconclusive", 0.01, 0.07)),
+    ],
+)
+def test_agreement_or_a_weaker_result_is_no_contradiction(older: dict, newer: dict) -> None:
+    assert evidence([card("a", verdict=older), card("b", verdict=newer)]).contradictions == ()
+
+
+@pytest.mark.parametrize(
+    "settled",
+    [{"status": "superseded"}, {"status": "running", "concluded": None, "verdict": None}],
+    ids=["superseded", "not-concluded"],
+)
+def test_a_settled_or_unfinished_record_contradicts_nothing(settled: dict[str, Any]) -> None:
+    a = card("a", **settled)
+    b = card("b", "2026-11-05", verdict=verdict("supported", 0.06, 0.12))
+    assert evidence([a, b]).contradictions == ()
+    assert evidence([a, b]).related("b").others == (a,)  # still listed as a replication
+
+
+def test_a_record_replaced_through_supersedes_contradicts_nothing() -> None:
+    a = card("a")
+    b = card("b", "2026-11-05", verdict=verdict("supported", 0.06, 0.12), supersedes=["a"])
+    assert evidence([a, b]).contradictions == ()
+
+
+def test_a_record_on_an_older_engine_version_is_stale() -> None:
+    old = card("old", config__engine={"name": "vllm", "version": "0.9.2"})
+    new = card("new", "2026-11-05", config__engine={"name": "vllm", "version": "0.10.0"})
+    unknown = card("unknown", "2026-11-06", config__engine={"name": "vllm", "version": "nightly"})
+    found = evidence([new, old, unknown])
+    assert found.stale.keys() == {"old"}  # 0.9.2 < 0.10.0 as versions, not as strings
+    assert found.stale["old"].newest == new
+    assert found.related("old").stale == found.stale["old"]
+    assert evidence([old, card("gone", **{"status": "superseded"})]).stale == {}
+
+
+def test_a_page_lists_at_most_max_listed_replications_newest_first() -> None:
+    cards = [card(f"r{i:03}", f"2026-11-{1 + i % 28:02}") for i in range(MAX_LISTED + 5)]
+    related = evidence(cards).related(cards[0].id)
+    assert len(related.others) == MAX_LISTED and related.more == 4
+    dates = [c.created for c in related.others]
+    assert dates == sorted(dates, reverse=True)
+
+
+def test_what_a_page_shows_has_a_key_that_changes_with_it() -> None:
+    a, b = card("a"), card("b", "2026-11-05")
+    before = evidence([a, b]).related("a").key
+    assert evidence([a, card("b", "2026-11-05", title="renamed")]).related("a").key != before
+    assert evidence([a, b]).related("a").key == before
+    assert replications.NOTHING.key != before
+
+
+def test_cards_survive_json() -> None:
+    for c in (card("a"), card("b", verdict=verdict("inconclusive", None, None))):
+        assert Card.from_json(c.to_json()) == c
+
+
+@given(st.randoms(use_true_random=False))
+@SETTINGS
+def test_the_evidence_does_not_depend_on_the_order_of_the_records(rng: random.Random) -> None:
+    cards = [
+        card("a"),
+        card("b", "2026-11-02", verdict=verdict("supported", 0.06, 0.12)),
+        card("c", "2026-11-03", verdict=verdict("inconclusive", 0.2, 0.3)),
+        card("d", "2026-11-04", config__engine={"name": "vllm", "version": "0.40.0"}),
+        card("e", "2026-11-04", config__model={"name": "other"}),
+    ]
+    expected = evidence(cards)
+    rng.shuffle(cards)
+    assert evidence(cards) == expected
