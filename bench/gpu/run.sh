@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# On the GPU machine (Python 3.12, torch for CUDA; nothing to download from): receive the pieces
+# carry.sh made, install vLLM and kbgen's missing dependencies, build the model, run kbgen bench.
+#
+#   bench/gpu/run.sh receive PIECE          append one transferred piece to /tmp/carry/carry.tar
+#   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
+#   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder and what the machine
+#                                           is (nvidia-smi, versions) packed into OUT_DIR
+#
+# Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
+# (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+CARRY=/tmp/carry SITE=/tmp/site MODELS=/tmp/models
+export PYTHONPATH="$ROOT/src:$SITE" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+t0=$(date +%s)
+took() { echo "run.sh: $1 in $(( $(date +%s) - t0 )) s"; }
+
+case "${1:-}" in
+receive)
+    mkdir -p "$CARRY" && cat "$2" >> "$CARRY/carry.tar"
+    took "received $(basename "$2") ($(du -h "$CARRY/carry.tar" | cut -f1) so far)" ;;
+install)
+    tar -C "$CARRY" -xf "$CARRY/carry.tar"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
+        "$CARRY"/wheels/*.whl
+    python3 -c "import vllm, vllm.entrypoints.openai.api_server, ruamel.yaml, detect_secrets; print('vllm', vllm.__version__)"
+    took "installed"
+    python3 "$CARRY/model/convert_smollm2.py" "$MODELS/smollm2-135m-instruct" \
+        --gguf "$CARRY/model/SmolLM2-135M-Instruct.Q4_1.gguf"
+    took "model converted" ;;
+bench)
+    spec="$2" out="$3" name="$(basename "$2" .yaml)"
+    mkdir -p "$out" /tmp/runs
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
+    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt"
+    cd "$ROOT"
+    run=$(python3 -m kbgen bench "$spec" --runs /tmp/runs) || status=$?
+    run="${run:-$(ls -dt /tmp/runs/*/ | head -1)}"
+    tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
+    took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
+    exit "${status:-0}" ;;
+*)
+    sed -n '2,13p' "$0"; exit 2 ;;
+esac
