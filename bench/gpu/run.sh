@@ -35,10 +35,11 @@ bench)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
     mkdir -p "$out" /tmp/runs
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
-    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt"
+    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt" || true
     cd "$ROOT"
-    run=$(python3 -m kbgen bench "$spec" --runs /tmp/runs) || status=$?
-    run="${run:-$(ls -dt /tmp/runs/*/ | head -1)}"
+    python3 -m kbgen bench "$spec" --runs /tmp/runs > /tmp/bench.out || status=$?
+    run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
+    [ -d "$run" ] || run="$(ls -dt /tmp/runs/*/ | head -1)"
     tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
     took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
     exit "${status:-0}" ;;
