@@ -22,8 +22,9 @@ Otherwise each record's page is rendered and written in the process that parsed 
 records' cards, once every file is valid. A record that answers a question
 (`kb.replications`) lists its replications: its page is held until every card is in, then
 written, or rendered again (its file parsed again) where they are not what it was rendered
-with; no page is written twice, or with replications it does not have. Every page goes through `_sync`, which writes only
-pages whose bytes changed; generated pages no longer produced are removed.
+with; so no page is written twice, or with replications it does not have. Every page goes
+through `_sync`, which writes only pages whose bytes changed; generated pages no longer
+produced are removed.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ def markdown(value: str | None, indent: int = 0, base: str = "") -> Markdown:
     """A field that holds Markdown, for a page (`to_page` of kind `markdown`): with `indent`,
     its lines after the first indented (to sit inside a list item); `base`: the record's folder
     from the page (`../records/` on a plan's page), for its relative links."""
-    if not 0 <= indent <= MAX_INDENT:
-        raise SecurityError(f"an indent of {indent}: at most {MAX_INDENT}")
+    if indent > MAX_INDENT:
+        raise SecurityError(f"an indent of {indent} is too large (at most {MAX_INDENT})")
     page = to_page(value, "markdown", base)
     return Markdown(re.sub(r"\n(?=[^\n])", "\n" + " " * indent, page)) if indent else page
 
@@ -156,7 +156,7 @@ def by_question(cards: Iterable[Card]) -> list[tuple[str | None, list[Card]]]:
     out: list[tuple[str | None, list[Card]]] = [
         (group[0].question_label or key, group) for key, group in groups.items()
     ]
-    return out + [(None, unasked)] if unasked else out
+    return [*out, (None, unasked)] if unasked else out
 
 
 def percent_plain(value: float | None) -> str:
