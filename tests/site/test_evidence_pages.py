@@ -20,24 +20,10 @@ from tests.conftest import RECORD
 from tests.site.conftest import Site
 from tests.support import replicated
 from tests.support.committed import committed
+from tests.support.figures import as_recorded, close, headline, linked
 from tests.support.hostile import to_html
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-
-# one part of a headline: `` `metric`: `` before the first, a class's change and its interval
-PART = re.compile(
-    r"(?:`(?P<metric>[^`]+)`: )?(?P<cls>\S+) (?P<effect>[+-]\d+\.\d)%"
-    r"(?: \[(?P<low>[+-]\d+\.\d)% … (?P<high>[+-]\d+\.\d)%\])?"
-)
-ACCEPTANCE = re.compile(r"acceptance (?P<low>\d+)(?:–(?P<high>\d+))?%")
-LINK = re.compile(r"\]\((?:\.\./records/)?(?P<id>[^)/]+)\.md\)")  # to a record's page
-
-
-def _linked(row: str) -> str:
-    """The id of the first record `row` links to (from a plan's page, a record's or the index)."""
-    found = LINK.search(row)
-    assert found, row
-    return found["id"]
 
 
 def _example(tmp_path: Path) -> Path:
@@ -55,52 +41,6 @@ def _yaml(records: Path) -> dict[str, dict[str, Any]]:
     """Every record's YAML, as a plain reader of the file sees it, by id."""
     data = (yaml.safe_load(p.read_text()) for p in sorted(records.glob("*.yaml")))
     return {d["id"]: d for d in data}
-
-
-def _headline(text: str) -> tuple[str | None, list[tuple[str, float, Any]], Any]:
-    """(metric, [(class, effect, (low, high) or None)], acceptance (low, high) or None) of a
-    headline as the page shows it, in percent."""
-    metric, results, acceptance = None, [], None
-    for part in text.strip().split(" · "):
-        if found := ACCEPTANCE.fullmatch(part):
-            low = float(found["low"])
-            acceptance = (low, float(found["high"]) if found["high"] else low)
-            continue
-        found = PART.fullmatch(part)
-        assert found, f"not a headline's part: {part!r}"
-        metric = metric or found["metric"]
-        bounds = (float(found["low"]), float(found["high"])) if found["low"] else None
-        results.append((found["cls"], float(found["effect"]), bounds))
-    return metric, results, acceptance
-
-
-def _close(shown: float, value: float, precision: float = 0.1) -> bool:
-    """Whether `shown` (in percent, to `precision`) is `value` (a fraction)."""
-    return abs(shown - 100 * value) <= precision / 2 + 1e-9
-
-
-def _as_recorded(text: str, record: dict[str, Any]) -> None:
-    """The figures of headline `text` are those of `record`'s verdict and spec_decode, to the
-    precision shown (0.1 point for changes, 1 point for acceptance)."""
-    verdict = record["verdict"]
-    metric, results, acceptance = _headline(text)
-    assert metric == record["hypothesis"]["primary_metric"]
-    assert [cls for cls, _, _ in results] == list(verdict["per_class"])
-    for cls, effect, bounds in results:
-        v = verdict["per_class"][cls]
-        assert _close(effect, v["effect"]), (cls, effect, v)
-        if v.get("ci_low") is None:
-            assert bounds is None
-        else:
-            assert bounds is not None
-            assert _close(bounds[0], v["ci_low"]) and _close(bounds[1], v["ci_high"])
-    rate = ((record.get("spec_decode") or {}).get(verdict["variant"]) or {}).get("acceptance_rate")
-    if rate is None:
-        assert acceptance is None
-    else:
-        low, high = (rate["low"], rate["high"]) if isinstance(rate, dict) else (rate, rate)
-        assert acceptance is not None
-        assert _close(acceptance[0], low, 1) and _close(acceptance[1], high, 1)
 
 
 def _text(markdown_text: str) -> str:
@@ -132,10 +72,10 @@ def test_the_plan_page_s_figures_are_the_records(tmp_path: Path, site: Site, kb:
     assert ticked
     shown = set()
     for i in ticked:
-        record = data[_linked(lines[i])]
+        record = data[linked(lines[i])]
         assert lines[i].endswith(f"**{record['verdict']['outcome']}**")
         assert lines[i + 1] == "" and lines[i + 2].startswith("    `")
-        _as_recorded(lines[i + 2], record)
+        as_recorded(lines[i + 2], record)
         shown.add(record["id"])
     page = _text(pages[name])
     for rid in shown:
@@ -145,12 +85,12 @@ def test_the_plan_page_s_figures_are_the_records(tmp_path: Path, site: Site, kb:
     ruled_out = pages[name].split("### Ruled out", 1)[1].split("### Still open", 1)[0]
     refuted = [line for line in ruled_out.splitlines() if line.startswith("    **Refuted** by ")]
     for line in refuted:
-        record = data[_linked(line)]
+        record = data[linked(line)]
         assert record["verdict"]["outcome"] == "refuted"
         assert _text(record["hypothesis"]["statement"]) in _text(ruled_out)
-        _as_recorded(line.split(" — ", 1)[1], record)
+        as_recorded(line.split(" — ", 1)[1], record)
     expected = {"example": {"2026-11-29-ngram-spec-decode-kimi-k2-5"}, "replicated": {"elsewhere"}}
-    assert {_linked(line) for line in refuted} == expected[kb]
+    assert {linked(line) for line in refuted} == expected[kb]
 
 
 def test_the_example_plan_says_what_is_still_open(tmp_path: Path, site: Site) -> None:
@@ -199,7 +139,7 @@ def test_a_replication_lists_the_others_with_their_outcomes(tmp_path: Path, site
     for rid in question:
         section = pages[f"records/{rid}.md"].split("## Replications\n", 1)[1].split("\n## ", 1)[0]
         rows = [line for line in section.splitlines() if line.startswith("| 20")]
-        listed = [_linked(row) for row in rows]
+        listed = [linked(row) for row in rows]
         others = sorted(question - {rid}, key=lambda r: str(data[r]["created"]), reverse=True)
         assert listed == others  # newest first
         for row, other in zip(rows, others, strict=True):
@@ -211,10 +151,10 @@ def test_a_replication_lists_the_others_with_their_outcomes(tmp_path: Path, site
             ((cls, v),) = record["verdict"]["per_class"].items()
             prefix = f"{cls}: {v['outcome']} "
             assert cells[4].startswith(prefix)
-            _, [(_, effect, bounds)], _ = _headline(f"{cls} {cells[4].removeprefix(prefix)}")
+            _, [(_, effect, bounds)], _ = headline(f"{cls} {cells[4].removeprefix(prefix)}")
             assert bounds is not None
-            assert _close(effect, v["effect"]) and _close(bounds[0], v["ci_low"])
-            assert _close(bounds[1], v["ci_high"])
+            assert close(effect, v["effect"]) and close(bounds[0], v["ci_low"])
+            assert close(bounds[1], v["ci_high"])
     assert "## Replications" not in pages["records/elsewhere.md"]
 
 
@@ -233,7 +173,7 @@ def test_stale_records_are_marked(tmp_path: Path, site: Site) -> None:
     for rid in ("contradiction", "elsewhere"):
         assert "Stale evidence" not in pages[f"records/{rid}.md"]
     rows = {
-        _linked(line): line
+        linked(line): line
         for line in pages["records/index.md"].splitlines()
         if line.startswith("| 20")
     }
@@ -305,7 +245,7 @@ def test_the_index_groups_records_by_question_newest_first(tmp_path: Path, site:
     )
     data, index = _yaml(records), site(records)["records/index.md"]
     groups = [g for g in index.split("\n## ")[1:] if not g.startswith("Plans")]
-    ids = [[_linked(row) for row in g.splitlines() if row.startswith("| 20")] for g in groups]
+    ids = [[linked(row) for row in g.splitlines() if row.startswith("| 20")] for g in groups]
     assert ids == [["contradiction", "replication", "first"], ["elsewhere"], ["unasked"]]
     for group in ids:
         dates = [str(data[rid]["created"]) for rid in group]
