@@ -8,10 +8,12 @@ deterministic: no timestamps, no random ids, sorted everything.
 a title, a task, a caveat, an id, a model name, a number — goes through it, and it encodes the value
 by its kind (`site.markup`): plain text by default, shown as exactly that text; `| markdown` for the
 fields that hold Markdown (context, rationale, decision, consequences, a hypothesis, a plan's
-context), rebuilt from their parse with only safe links left; `| code` for inline code; `|
-front_matter` for a string of the YAML front matter. A `Markdown` value is one already encoded —
-what those filters return, the generated-page note, the charts (`charts` escapes their labels),
-`estimate`'s numbers — and is printed as is; a template cannot make one.
+context), rebuilt from their parse with only safe links left (`markdown(indent=4,
+base="../records/")` sets a record's field inside a list item of a plan's page, its relative
+links rebased); `| code` for inline code; `| front_matter` for a string of the YAML front
+matter. A `Markdown` value is one already encoded — what those filters return, the
+generated-page note, the charts (`charts` escapes their labels), the numbers of `estimate`,
+`interval` and `headline` — and is printed as is; a template cannot make one.
 
 **Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
 request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_` (so no
