@@ -5,11 +5,14 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 from tests.site.conftest import mkdocs, serve
+from tests.support.figures import as_recorded
 
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE = """\
@@ -68,6 +71,68 @@ def test_plan_page_shows_ticked_and_open_tasks(browser: object, served: str) -> 
     assert checked == [True, True, False, False, False]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "plan-next-steps-eagle.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def _records(site: Path) -> dict[str, dict[str, Any]]:
+    """The YAML of the records the site was built from, by id."""
+    data = (yaml.safe_load(p.read_text()) for p in (site.parent / "records").glob("*.yaml"))
+    return {d["id"]: d for d in data}
+
+
+def _record_of(item: object) -> str:
+    """The id of the record the first link in a page element leads to."""
+    href = item.locator("a").first.get_attribute("href")  # type: ignore[attr-defined]
+    return str(href).rstrip("/").rsplit("/", 1)[-1]
+
+
+def test_the_plan_page_shows_each_ticked_task_s_figures(
+    browser: object, served: str, site: Path
+) -> None:
+    """The figures under each ticked task, as the reader sees them, are its record's."""
+    records = _records(site)
+    page = _page(browser, f"{served}/plans/next-steps-eagle/")
+    items = page.locator("li.task-list-item")  # type: ignore[attr-defined]
+    ticked = [
+        items.nth(i) for i in range(items.count()) if items.nth(i).locator("input").is_checked()
+    ]
+    assert ticked
+    for item in ticked:
+        record = records[_record_of(item)]
+        paragraphs = item.locator("p").all_inner_texts()
+        assert paragraphs[0].rstrip().endswith(record["verdict"]["outcome"])
+        metric = record["hypothesis"]["primary_metric"]
+        (figures,) = [p for p in paragraphs if p.startswith(f"{metric}: ")]
+        as_recorded(figures, record)
+        assert item.locator("p", has_text=figures).first.is_visible()
+
+
+def test_the_records_index_shows_each_record_s_effect(
+    browser: object, served: str, site: Path
+) -> None:
+    records = _records(site)
+    page = _page(browser, f"{served}/records/")
+    tables = page.locator("article table")  # type: ignore[attr-defined]
+    shown = {}
+    for t in range(tables.count()):
+        table = tables.nth(t)
+        header = table.locator("th").all_inner_texts()
+        column = header.index("Effect")
+        rows = table.locator("tbody tr")
+        for r in range(rows.count()):
+            row = rows.nth(r)
+            shown[_record_of(row)] = row.locator("td").nth(column).inner_text().strip()
+    assert shown.keys() == records.keys()
+    for rid, cell in shown.items():
+        per_class = ((records[rid].get("verdict") or {}).get("per_class") or {}).values()
+        effects = [v["effect"] for v in per_class]
+        if not effects:
+            assert cell == "–"
+            continue
+        low, high = f"{min(effects):+.1%}", f"{max(effects):+.1%}"
+        change = low if low == high else f"{low} … {high}"
+        assert cell == f"{change} {records[rid]['hypothesis']['primary_metric']}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "records-index.png"), full_page=True)  # type: ignore[attr-defined]
 
 
 def test_a_chart_is_visible(browser: object, served: str) -> None:

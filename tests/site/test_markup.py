@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 import yaml
 
-from kbgen.site import markup
+from kbgen.site import markup, render
 from kbgen.site.render import to_page
 from tests.support.hostile import PAYLOAD, PAYLOADS, REPO, problems, to_html
 
@@ -104,6 +104,16 @@ def test_markdown_keeps_no_unsafe_link_in_any_place(payload: str) -> None:
     for place in ("## Context\n\n{}\n\n## Next", "> {}", "- {}", '??? note "x"\n    {}'):
         page_html = to_html(place.format(text))
         assert problems(page_html) == [], text
+
+
+@pytest.mark.parametrize("base", ["../records/", "javascript:", "java\tscript:/", "//evil.org/"])
+@pytest.mark.parametrize("payload", [*PAYLOADS, PAYLOAD], ids=range(len(PAYLOADS) + 1))
+def test_markdown_shown_on_another_page_keeps_no_unsafe_link(payload: str, base: str) -> None:
+    """A record's Markdown on a plan's page, inside a list item, its links rebased (`base` is a
+    template's: it may be anything)."""
+    text = render.markdown(payload, indent=4, base=base)
+    page_html = to_html(f"- [x] A task\n\n    **Decision:** {text}\n\n- [ ] Another")
+    assert problems(page_html) == [], text
 
 
 def test_markdown_keeps_safe_links_live_and_its_formatting() -> None:

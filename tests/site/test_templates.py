@@ -40,6 +40,7 @@ BOMBS = {
     "width": "{{ 'x'.center(10**10) }}",
     "filter width": "{{ 'x' | center(10**10) }}",
     "indent": "{{ 'a' | indent(10**10, first=True) }}",
+    "markdown indent": "{{ ('a\\n' * 1000) | markdown(indent=10**5) }}",
     "format width": "{{ '{:>9999999999}'.format(1) }}",
     "percent width": "{{ '%9999999999d' % 1 }}",
     "format filter": "{{ '%9999999999d' | format(1) }}",

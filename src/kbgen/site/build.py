@@ -19,8 +19,12 @@ Two caches, both kept here, make a render over thousands of records quick:
 
 Otherwise each record's page is rendered and written in the process that parsed it
 (`kb.scan`), and the pages over many records — plans and indexes — are made here from the
-records' cards, once every file is valid. Every page goes through `_sync`, which writes only
-pages whose bytes changed; generated pages no longer produced are removed.
+records' cards, once every file is valid. A record that answers a question
+(`kb.replications`) lists its replications: its page is held until every card is in, then
+written, or rendered again (its file parsed again) where they are not what it was rendered
+with; so no page is written twice, or with replications it does not have. Every page goes
+through `_sync`, which writes only pages whose bytes changed; generated pages no longer
+produced are removed.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ class Job:
     tasks: dict[str, list[str]]  # task texts by `plan#task`
     check: bool  # compare only, write nothing
     related: Mapping[str, Related] = dataclasses.field(default_factory=dict)  # by record id
+    # False in the first pass, before every card is in: the pages of a record that answers a
+    # question (it may have replications) are held, not written, until they are known
+    replications_known: bool = True
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class RecordPages:
     pages: dict[str, Fingerprint | None]  # on disk after the render; None: not to be trusted
     related: str  # the key of what its page shows of its replications (`Related.key`)
     stale: tuple[str, ...] = ()  # the pages that differed from disk (written, unless checking)
+    held: dict[str, str] | None = None  # rendered, not written yet: `pages` is empty then
 
 
 def render_site(
@@ -116,15 +124,18 @@ def render_site(
             cache.with_name(FILE_CACHE), hashlib.sha256(rules.encode()).hexdigest()
         )
     known = {} if remembered is None else _trusted(remembered, inputs, docs)
-    # a record's page lists its replications: rendered first with what the cached cards say
-    # of them, then again, for the few whose replications that changed, once every card is in
-    guess = replications.evidence(_cards(known.values()))
-    todo = {path.stem: guess.related(path.stem) for path in inputs if path not in known}
-    job = dataclasses.replace(job, related=todo)
-    base = kb.scan([records], functools.partial(render_file, job), known=known)
+    # a record's page lists its replications: one that may have some is held until every card
+    # is in, then written, or rendered again (as is a trusted one) if they are not what it
+    # was rendered with
+    first = dataclasses.replace(job, replications_known=False)
+    base = kb.scan([records], functools.partial(render_file, first), known=known)
     found = replications.evidence(_cards(base.products.values())) if not base.problems else None
     if found is not None:
         base = _with_replications(base, job, found, known)
+        held = [(path, p) for path, p in base.products.items() if getattr(p, "held", None)]
+        for path, product in held:
+            made = product.held or {}
+            base.products[path] = _synced(job, product.card, product.related, made)
     if remembered is not None:
         for path, facts in base.facts.items():
             if path not in known and path in inputs:
@@ -177,10 +188,10 @@ def _with_replications(
     from kbgen.kb.loading import Known
 
     redo = {
-        path: found.related(product.card.id)
+        path: related
         for path, product in base.products.items()
         if isinstance(product, RecordPages)
-        and product.related != found.related(product.card.id).key
+        and product.related != (related := found.related(product.card.id)).key
     }
     if not redo:
         return base
@@ -192,13 +203,7 @@ def _with_replications(
         if path not in redo and path in base.facts
     }
     again = dataclasses.replace(job, related={path.stem: r for path, r in redo.items()})
-    redone = kb.scan([job.records], functools.partial(render_file, again), known=keep)
-    if not job.check:  # a page the first pass wrote was written, whatever the second did
-        for path in redo.keys() & redone.products.keys():
-            first, second = base.products[path], redone.products[path]
-            written = tuple(dict.fromkeys([*first.stale, *second.stale]))
-            redone.products[path] = dataclasses.replace(second, stale=written)
-    return redone
+    return kb.scan([job.records], functools.partial(render_file, again), known=keep)
 
 
 def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
@@ -215,15 +220,23 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
 
     if isinstance(doc, Plan):
         return doc
+    card = Card.of(doc)
     source = render.source_of(path, job.records)
     related = job.related.get(doc.id, NOTHING)
     env = render.environment(job.templates)
     made = render.record_pages(env, doc, source, job.tasks, related)
+    if not job.replications_known and card.question is not None:
+        return RecordPages(card, {}, related.key, held=made)  # written by `render_site`
+    return _synced(job, card, related.key, made)
+
+
+def _synced(job: Job, card: Card, related: str, made: dict[str, str]) -> RecordPages:
+    """A record's rendered pages synced (`_sync`) under `job.docs`."""
     stale = _sync(job.docs, made, job.check)
     pages = {rel: _fingerprint(job.docs / rel) for rel in made}
     if job.check:  # a stale page is not what it should be: never trust its fingerprint
         pages.update(dict.fromkeys(stale))
-    return RecordPages(Card.of(doc), pages, related.key, tuple(stale))
+    return RecordPages(card, pages, related, tuple(stale))
 
 
 def _sync(docs: Path, pages: Mapping[str, str], check: bool) -> list[str]:

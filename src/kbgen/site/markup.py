@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import html
+import posixpath
 import re
 import urllib.parse
 from dataclasses import dataclass, field
@@ -135,11 +136,12 @@ def safe_url(url: str | None) -> str | None:
     return urllib.parse.quote(seen, safe="!#$%&*+,-./:;=?@_~").replace("&", "&amp;")
 
 
-def markdown(text: str) -> str:
+def markdown(text: str, base: str = "") -> str:
     """The author's Markdown, written back by kbgen from its parse: only text and checked links.
 
-    Falls back to `inert` (all of it shown as text) if Python-Markdown cannot parse it (nesting
-    deeper than Python's recursion limit).
+    A relative link or image is rebased onto `base` (`../records/`: the text of a record shown
+    on a page in another folder). Falls back to `inert` (all of it shown as text) if
+    Python-Markdown cannot parse it (nesting deeper than Python's recursion limit).
     """
     text = _DROP.sub("", _BREAK.sub("\n", text))
     if not text.strip():
@@ -147,19 +149,34 @@ def markdown(text: str) -> str:
     paragraphs = re.split(r"\n\n+", text.strip("\n"))
     if all(_PROSE.fullmatch(line) for p in paragraphs for line in p.split("\n")):
         return "\n\n".join(paragraphs)  # paragraphs of prose: what the parse would give back
-    return _rebuilt(text)
+    return _rebuilt(text, base)
 
 
-def _rebuilt(text: str) -> str:
+def _rebuilt(text: str, base: str = "") -> str:
     """`text` parsed, cleaned and written back (`markdown`)."""
     try:
         html_text = _cleaner().clean(_parser().reset().convert(text))
         builder = _Tree()
         builder.feed(html_text)
         builder.close()
+        if base:
+            for node in _descendants(builder.root):
+                for name in ("href", "src"):
+                    if name in node.attrs:
+                        node.attrs[name] = rebased(node.attrs[name], base)
         return "\n\n".join(_blocks(builder.root.children))
     except RecursionError:
         return inert(text)
+
+
+def rebased(url: str, base: str) -> str:
+    """A relative URL as seen from `base`'s folder (`x.md` from `../records/`: `../records/x.md`);
+    any other URL as it is. Checked as every URL is, afterwards (`safe_url`)."""
+    parts = urllib.parse.urlsplit(re.sub("[\t\n\r]", "", url).strip("".join(map(chr, range(33)))))
+    if parts.scheme or parts.netloc or not parts.path or parts.path.startswith("/"):
+        return url
+    path = posixpath.normpath(posixpath.join(base, parts.path))
+    return urllib.parse.urlunsplit(parts._replace(path=path))
 
 
 @functools.cache

@@ -8,10 +8,12 @@ deterministic: no timestamps, no random ids, sorted everything.
 a title, a task, a caveat, an id, a model name, a number — goes through it, and it encodes the value
 by its kind (`site.markup`): plain text by default, shown as exactly that text; `| markdown` for the
 fields that hold Markdown (context, rationale, decision, consequences, a hypothesis, a plan's
-context), rebuilt from their parse with only safe links left; `| code` for inline code; `|
-front_matter` for a string of the YAML front matter. A `Markdown` value is one already encoded —
-what those filters return, the generated-page note, the charts (`charts` escapes their labels),
-`estimate`'s numbers — and is printed as is; a template cannot make one.
+context), rebuilt from their parse with only safe links left (`markdown(indent=4,
+base="../records/")` sets a record's field inside a list item of a plan's page, its relative
+links rebased); `| code` for inline code; `| front_matter` for a string of the YAML front
+matter. A `Markdown` value is one already encoded — what those filters return, the
+generated-page note, the charts (`charts` escapes their labels), the numbers of `estimate`,
+`interval` and `headline` — and is printed as is; a template cannot make one.
 
 **Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
 request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_` (so no
@@ -44,7 +46,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
 from kbgen.kb.loading import Card, task_states
-from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
+from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record, Status
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, markup
 
@@ -63,27 +65,38 @@ class Markdown(str):
 Kind = Literal["text", "markdown", "code", "front_matter"]
 _ENCODERS: dict[str, Callable[[str], str]] = {
     "text": markup.inert,
-    "markdown": markup.markdown,
     "code": markup.code,
     "front_matter": markup.front_matter,
 }
 
 
-def to_page(value: Any, kind: Kind = "text") -> Markdown:
+def to_page(value: Any, kind: Kind = "text", base: str = "") -> Markdown:
     """The one way a value reaches a page (Jinja's `finalize`, and the filters of each kind).
 
-    `text`: shown as exactly that text; `markdown`: the author's Markdown with only safe links;
+    `text`: shown as exactly that text; `markdown`: the author's Markdown with only safe links
+    (its relative links rebased onto `base`, where the page is not in the record's folder);
     `code`: inline code; `front_matter`: a YAML string. None is empty; a `Markdown` value is
     already encoded.
     """
     if isinstance(value, Markdown):
         return value
-    return Markdown(_ENCODERS[kind]("" if value is None else str(value)))
+    text = "" if value is None else str(value)
+    if kind == "markdown":
+        return Markdown(markup.markdown(text, base))
+    return Markdown(_ENCODERS[kind](text))
 
 
-def markdown(value: str | None) -> Markdown:
-    """A field that holds Markdown, for a page (`to_page` of kind `markdown`)."""
-    return to_page(value, "markdown")
+MAX_INDENT = 64
+
+
+def markdown(value: str | None, indent: int = 0, base: str = "") -> Markdown:
+    """A field that holds Markdown, for a page (`to_page` of kind `markdown`): with `indent`,
+    its lines after the first indented (to sit inside a list item); `base`: the record's folder
+    from the page (`../records/` on a plan's page), for its relative links."""
+    if indent > MAX_INDENT:
+        raise SecurityError(f"an indent of {indent} is too large (at most {MAX_INDENT})")
+    page = to_page(value, "markdown", base)
+    return Markdown(re.sub(r"\n(?=[^\n])", "\n" + " " * indent, page)) if indent else page
 
 
 def number(value: float | None, digits: int = 3) -> str:
@@ -104,6 +117,48 @@ def effect(card: Card) -> str:
     low, high = min(card.effects), max(card.effects)
     change = percent(low) if low == high else f"{percent(low)} … {percent(high)}"
     return f"{change} {card.metric}" if card.metric else change
+
+
+def interval(value: float | None, bounds: tuple[float, float] | None = None) -> Markdown:
+    """A change with its 95% interval, `-26.0% [-30.0% … -20.0%]`; the change alone without."""
+    if bounds is None:
+        return Markdown(percent(value))
+    # numbers and brackets only, and no page has a link definition for `[low … high]` to use
+    return Markdown(f"{percent(value)} [{percent(bounds[0])} … {percent(bounds[1])}]")
+
+
+def acceptance(bounds: tuple[float, float] | None) -> str:
+    """A draft acceptance rate, `36%`, or the range it was reported as, `17–31%`."""
+    if bounds is None:
+        return "–"
+    low, high = (f"{value:.0%}" for value in bounds)
+    return low if low == high else f"{low.removesuffix('%')}–{high}"
+
+
+def headline(card: Card) -> Markdown:
+    """A record's figures at a glance: its primary metric's change per class with its interval,
+    and the judged variant's acceptance (`` `decode_tok_s`: coding -26.0% [-30.0% … -20.0%] ·
+    acceptance 17–31%``); empty without them."""
+    parts = [f"{to_page(r.cls)} {interval(r.effect, r.interval)}" for r in card.results]
+    if parts and card.metric:
+        parts[0] = f"{to_page(card.metric, 'code')}: {parts[0]}"
+    if card.acceptance is not None:
+        parts.append(f"acceptance {acceptance(card.acceptance)}")
+    return Markdown(" · ".join(parts))
+
+
+def by_question(cards: Iterable[Card]) -> list[tuple[str | None, list[Card]]]:
+    """Cards grouped by the question they answer (`kb.replications`), each group's label (its
+    newest card's) and cards newest first, the groups by their newest card; the cards that
+    answer none last, labelled None."""
+    groups: dict[str | None, list[Card]] = {}
+    for card in sorted(cards, key=lambda c: (c.created, c.id), reverse=True):
+        groups.setdefault(card.question, []).append(card)
+    unasked = groups.pop(None, [])
+    out: list[tuple[str | None, list[Card]]] = [
+        (group[0].question_label or key, group) for key, group in groups.items()
+    ]
+    return [*out, (None, unasked)] if unasked else out
 
 
 def percent_plain(value: float | None) -> str:
@@ -275,6 +330,10 @@ def environment(templates: Path | None) -> jinja2.Environment:
         number=number,
         percent=percent,
         effect=effect,
+        interval=interval,
+        acceptance=acceptance,
+        headline=headline,
+        by_question=by_question,
         figure=figure,
         estimate=estimate,
     )
@@ -372,12 +431,14 @@ def site_pages(
     found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
+    standing = _standing(cards)
     out = {
         f"{PLANS_DIR}/{plan.id}.md": render(
             env,
             "plan.md.j2",
             plan=plan,
             states=states[plan.id],
+            records=[c for c in standing if any(r.split("#")[0] == plan.id for r in c.resolves)],
             evidence=found,
             note=note(sources[plan.id]),
         )
@@ -398,6 +459,16 @@ def site_pages(
         note=note("records/plans/"),
     )
     return out
+
+
+def _standing(cards: list[Card]) -> list[Card]:
+    """The concluded records that no record supersedes, newest first."""
+    replaced = {old for card in cards for old in card.supersedes}
+    return sorted(
+        (c for c in cards if c.status == Status.CONCLUDED and c.id not in replaced),
+        key=lambda c: (c.created, c.id),
+        reverse=True,
+    )
 
 
 def source_of(path: Path, records: Path) -> str:

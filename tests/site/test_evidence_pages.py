@@ -1,0 +1,300 @@
+"""The evidence on the pages: a plan's ticked tasks carry their record's figures, decision and
+consequences, with what the evidence rules out and what is still open; record pages list their
+replications and flag contradictions and stale evidence; the index groups records by question.
+The figures are read back from the pages and compared with the records' YAML."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kbgen.kb.replications import MAX_LISTED
+from kbgen.site import render
+from tests.conftest import RECORD
+from tests.site.conftest import Site
+from tests.support import replicated
+from tests.support.committed import committed
+from tests.support.figures import as_recorded, close, headline, linked
+from tests.support.hostile import to_html
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+def _example(tmp_path: Path) -> Path:
+    return committed(tmp_path, "records") / "records"  # not what `make demo` adds
+
+
+def _replicated(tmp_path: Path) -> Path:
+    return replicated.knowledge_base(tmp_path / "replicated")
+
+
+KNOWLEDGE_BASES = {"example": _example, "replicated": _replicated}
+
+
+def _yaml(records: Path) -> dict[str, dict[str, Any]]:
+    """Every record's YAML, as a plain reader of the file sees it, by id."""
+    data = (yaml.safe_load(p.read_text()) for p in sorted(records.glob("*.yaml")))
+    return {d["id"]: d for d in data}
+
+
+def _text(markdown_text: str) -> str:
+    """The visible text of Markdown, as the site shows it, on one line."""
+    shown = html.unescape(re.sub(r"<[^>]+>", " ", to_html(markdown_text)))
+    return " ".join(shown.split())
+
+
+def test_golden_plan_page_and_index_of_the_example_records(tmp_path: Path, site: Site) -> None:
+    """Regenerated from the repository's records (KBGEN_UPDATE_GOLDEN=1 rewrites the goldens)."""
+    content = site(_example(tmp_path))
+    for name in ("plans/next-steps-eagle.md", "records/index.md"):
+        golden = GOLDEN / f"example__{name.replace('/', '__')}"
+        if os.environ.get("KBGEN_UPDATE_GOLDEN"):
+            golden.write_text(content[name])
+        assert content[name] == golden.read_text(), f"{name} differs from {golden}"
+
+
+@pytest.mark.parametrize("kb", KNOWLEDGE_BASES)
+def test_the_plan_page_s_figures_are_the_records(tmp_path: Path, site: Site, kb: str) -> None:
+    """Under each ticked task, the figures, decision and consequences of the record that
+    resolves it; under "Ruled out", each refuted record's hypothesis and figures."""
+    records = KNOWLEDGE_BASES[kb](tmp_path)
+    data = _yaml(records)
+    pages = site(records)
+    (name,) = [p for p in pages if p.startswith("plans/") and p != "plans/index.md"]
+    lines = pages[name].splitlines()
+    ticked = [i for i, line in enumerate(lines) if line.startswith("- [x] ")]
+    assert ticked
+    shown = set()
+    for i in ticked:
+        record = data[linked(lines[i])]
+        assert lines[i].endswith(f"**{record['verdict']['outcome']}**")
+        assert lines[i + 1] == "" and lines[i + 2].startswith("    `")
+        as_recorded(lines[i + 2], record)
+        shown.add(record["id"])
+    page = _text(pages[name])
+    for rid in shown:
+        for field in ("decision", "consequences"):
+            if data[rid].get(field):
+                assert _text(data[rid][field]) in page, field
+    ruled_out = pages[name].split("### Ruled out", 1)[1].split("### Still open", 1)[0]
+    refuted = [line for line in ruled_out.splitlines() if line.startswith("    **Refuted** by ")]
+    for line in refuted:
+        record = data[linked(line)]
+        assert record["verdict"]["outcome"] == "refuted"
+        assert _text(record["hypothesis"]["statement"]) in _text(ruled_out)
+        as_recorded(line.split(" — ", 1)[1], record)
+    expected = {"example": {"2026-11-29-ngram-spec-decode-kimi-k2-5"}, "replicated": {"elsewhere"}}
+    assert {linked(line) for line in refuted} == expected[kb]
+
+
+def test_the_example_plan_says_what_is_still_open(tmp_path: Path, site: Site) -> None:
+    plan = site(_example(tmp_path))["plans/next-steps-eagle.md"]
+    still_open = plan.split("### Still open\n\n", 1)[1].splitlines()
+    tasks = yaml.safe_load((_example(tmp_path) / "plans" / "next-steps-eagle.yaml").read_text())
+    resolved = {
+        ref.split("#")[1]
+        for d in _yaml(_example(tmp_path)).values()
+        if d["status"] == "concluded"
+        for ref in d.get("resolves") or []
+    }
+    assert still_open == [f"- {t['text']}" for t in tasks["tasks"] if t["id"] not in resolved]
+
+
+def _block(page: str, start: str) -> str:
+    """The admonition of `page` that starts with `start`, up to its last indented line."""
+    lines = page.split(start, 1)[1].splitlines()[1:]
+    return "\n".join(line for line in lines[: next(i for i, s in enumerate(lines) if not s)])
+
+
+def test_both_contradicting_records_flag_each_other(tmp_path: Path, site: Site) -> None:
+    pages = site(_replicated(tmp_path))
+    for pair in replicated.CONTRADICTIONS:
+        for this, other in (pair, pair[::-1]):
+            page = pages[f"records/{this}.md"]
+            warning = _block(page, '!!! warning "Contradicted')
+            assert page.index("!!! warning") < page.index("## Context")  # near the top
+            assert re.search(rf"\]\({other}\.md\) \(\d{{4}}-\d\d-\d\d\), coding: ", warning)
+            row = next(
+                line
+                for line in page.splitlines()
+                if line.startswith("| ") and f"]({other}.md)" in line
+            )
+            assert "⚠️ contradicts this record in coding" in row
+    # the two refuted records agree: a replication, no contradiction
+    first = pages["records/first.md"]
+    assert "(replication.md)" not in _block(first, '!!! warning "Contradicted')
+    assert "!!! warning" not in pages["records/elsewhere.md"]
+
+
+def test_a_replication_lists_the_others_with_their_outcomes(tmp_path: Path, site: Site) -> None:
+    records = _replicated(tmp_path)
+    data, pages = _yaml(records), site(records)
+    question = {"first", "replication", "contradiction"}
+    for rid in question:
+        section = pages[f"records/{rid}.md"].split("## Replications\n", 1)[1].split("\n## ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| 20")]
+        listed = [linked(row) for row in rows]
+        others = sorted(question - {rid}, key=lambda r: str(data[r]["created"]), reverse=True)
+        assert listed == others  # newest first
+        for row, other in zip(rows, others, strict=True):
+            cells = [c.strip() for c in row.strip("|").split(" | ")]
+            record = data[other]
+            assert cells[0] == str(record["concluded"])
+            assert cells[2] == record["config"]["engine"]["version"]
+            assert cells[3] == f"**{record['verdict']['outcome']}**"
+            ((cls, v),) = record["verdict"]["per_class"].items()
+            prefix = f"{cls}: {v['outcome']} "
+            assert cells[4].startswith(prefix)
+            _, [(_, effect, bounds)], _ = headline(f"{cls} {cells[4].removeprefix(prefix)}")
+            assert bounds is not None
+            assert close(effect, v["effect"]) and close(bounds[0], v["ci_low"])
+            assert close(bounds[1], v["ci_high"])
+    assert "## Replications" not in pages["records/elsewhere.md"]
+
+
+def test_stale_records_are_marked(tmp_path: Path, site: Site) -> None:
+    records = _replicated(tmp_path)
+    data, pages = _yaml(records), site(records)
+    newest = "contradiction"
+    version = data[newest]["config"]["engine"]["version"]
+    for rid in ("first", "replication"):
+        note = _block(pages[f"records/{rid}.md"], '!!! note "Stale evidence"')
+        mine = data[rid]["config"]["engine"]["version"]
+        assert note == (
+            f"    Measured on vllm {mine}; [{data[newest]['title']}]({newest}.md) measured the"
+            f" same setup on vllm {version}."
+        )
+    for rid in ("contradiction", "elsewhere"):
+        assert "Stale evidence" not in pages[f"records/{rid}.md"]
+    rows = {
+        linked(line): line
+        for line in pages["records/index.md"].splitlines()
+        if line.startswith("| 20")
+    }
+    assert [rid for rid, row in rows.items() if " · stale |" in row] == ["replication", "first"]
+    contradicted = {rid for rid, row in rows.items() if "· ⚠️ contradicted" in row}
+    assert contradicted == {rid for pair in replicated.CONTRADICTIONS for rid in pair}
+
+
+def test_the_plan_page_flags_a_contradicted_task(tmp_path: Path, site: Site) -> None:
+    plan = site(_replicated(tmp_path))["plans/next-steps.md"]
+    task = plan.split("- [x] Test n-gram speculative decoding", 1)[1].split("\n- [", 1)[0]
+    assert "](../records/contradiction.md): **supported**" in task
+    for other in ("first", "replication"):
+        assert re.search(
+            rf"⚠️ \*\*Contradicted\*\* by \[[^]]+\]\(\.\./records/{other}\.md\) \([\d-]+\) in "
+            r"coding: refuted vs supported\.",
+            task,
+        )
+    still_open = plan.split("### Still open\n\n", 1)[1]
+    assert still_open.startswith("- Test n-gram speculative decoding — [n-gram vs baseline]")
+    assert "⚠️ contradicted by" in still_open.splitlines()[0]
+
+
+def test_the_plan_page_flags_a_task_resolved_by_stale_evidence(tmp_path: Path, site: Site) -> None:
+    """When the newest record of the question does not resolve the task, the task's record is
+    stale: the plan page says so, with the versions."""
+    records = _replicated(tmp_path)
+    newest = records / "contradiction.yaml"
+    newest.write_text(newest.read_text().replace("resolves:\n  - next-steps#test-ngram\n", ""))
+    data = _yaml(records)
+    old, new = (data[r]["config"]["engine"]["version"] for r in ("replication", "contradiction"))
+    link = f"[{data['contradiction']['title']}](../records/contradiction.md)"
+    plan = site(records)["plans/next-steps.md"]
+    task = plan.split("- [x] Test n-gram speculative decoding", 1)[1].split("\n- [", 1)[0]
+    assert "](../records/replication.md): **refuted**" in task
+    assert (
+        f"⚠️ **Stale:** measured on engine version {old}; {link} measured the same setup on {new}."
+        in task
+    )
+    line = plan.split("### Still open\n\n", 1)[1].splitlines()[0]
+    assert f"stale: measured on {old}, {link} on {new}" in line
+
+
+def test_a_superseded_replication_is_marked_and_many_are_counted(
+    tmp_path: Path, site: Site
+) -> None:
+    records = _replicated(tmp_path)
+    newer = records / "replication.yaml"
+    newer.write_text(newer.read_text() + "supersedes: [first]\n")
+    for i in range(MAX_LISTED):
+        rid = f"copy-{i:02d}"
+        (records / f"{rid}.yaml").write_text(replicated.record(rid, "2026-10-01"))
+    pages = site(records)
+    page = pages["records/contradiction.md"]
+    listed = [
+        line for line in page.split("## Replications", 1)[1].splitlines() if line.startswith("| 20")
+    ]
+    assert len(listed) == MAX_LISTED
+    row = next(line for line in listed if "](first.md)" in line)
+    assert "](first.md) (superseded)" in row and "contradicts" not in row  # settled
+    others = len(list(records.glob("*.yaml"))) - 2  # itself and elsewhere
+    assert f"And {others - MAX_LISTED} more: see the [records index](index.md)." in page
+
+
+def test_the_index_groups_records_by_question_newest_first(tmp_path: Path, site: Site) -> None:
+    records = _replicated(tmp_path)
+    (records / "unasked.yaml").write_text(
+        "schema_version: 1\nid: unasked\ntitle: Later\nstatus: planned\ncreated: 2026-12-01\n"
+    )
+    data, index = _yaml(records), site(records)["records/index.md"]
+    groups = [g for g in index.split("\n## ")[1:] if not g.startswith("Plans")]
+    ids = [[linked(row) for row in g.splitlines() if row.startswith("| 20")] for g in groups]
+    assert ids == [["contradiction", "replication", "first"], ["elsewhere"], ["unasked"]]
+    for group in ids:
+        dates = [str(data[rid]["created"]) for rid in group]
+        assert dates == sorted(dates, reverse=True)
+    assert groups[-1].startswith("Records of no question")
+    assert groups[0].startswith("ngram vs baseline · tiny · test cpu · vllm\n")
+
+
+@pytest.mark.parametrize(
+    ("effect", "bounds", "shown"),
+    [
+        (-0.26, (-0.3, -0.2), "-26.0% [-30.0% … -20.0%]"),
+        (0.09, None, "+9.0%"),
+        (0.0, (-0.01, 0.011), "+0.0% [-1.0% … +1.1%]"),
+    ],
+)
+def test_interval(effect: float, bounds: Any, shown: str) -> None:
+    assert render.interval(effect, bounds) == shown
+
+
+@pytest.mark.parametrize(
+    ("bounds", "shown"),
+    [((0.17, 0.31), "17–31%"), ((0.362301, 0.362301), "36%"), ((0.361, 0.364), "36%"), (None, "–")],
+)
+def test_acceptance(bounds: Any, shown: str) -> None:
+    assert render.acceptance(bounds) == shown
+
+
+def test_markdown_inside_a_list_item_keeps_its_links_working(tmp_path: Path) -> None:
+    """A record's Markdown on a plan page: its lines indented into the item, its relative links
+    rebased from records/ (absolute ones and anchors as they were), unsafe ones still gone."""
+    text = (
+        "See [a](other.md#x), [b](../plans/p.md), [c](https://example.org/a), [d](#top)"
+        " and [e](javascript:alert(1)).\n\nSecond paragraph."
+    )
+    page = render.markdown(text, indent=4, base="../records/")
+    assert page == (
+        "See [a](../records/other.md#x), [b](../plans/p.md), [c](https://example.org/a),"
+        " [d](#top) and e.\n\n    Second paragraph."
+    )
+    hostile = render.markdown("[a](alert(1).md)", base="javascript:")
+    assert "javascript" not in hostile and hostile == "a"
+
+
+def test_headline_without_numbers_is_empty() -> None:
+    from kbgen.kb.loading import Card
+    from kbgen.kb.models import Record
+
+    card = Card.of(Record.model_validate(yaml.safe_load(RECORD)))
+    assert render.headline(card) == "`decode_tok_s`: coding -26.0% [-30.0% … -20.0%]"
+    bare = Card(**{**card.__dict__, "results": (), "acceptance": None})
+    assert render.headline(bare) == ""
