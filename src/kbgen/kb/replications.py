@@ -97,7 +97,7 @@ class Related:
     contradictions: tuple[Contradiction, ...] = ()
     stale: Stale | None = None
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         data = json.dumps(
             [
