@@ -206,6 +206,15 @@ class ExperimentSpec(Model):
         default_factory=list, description="Plan tasks a concluded result resolves."
     )
     tags: list[Slug] = Field(default_factory=list, description="Tags carried into the record.")
+    host_label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=80,
+        description="A name for the machine kbgen runs on, shown on the record. kbgen never "
+        "records the machine's own name; without a label the record names no host. A label "
+        "that looks like a secret is masked.",
+        examples=["lab-h200-1"],
+    )
 
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> ExperimentSpec:

@@ -392,15 +392,52 @@ class Hardware(Model):
 
     cpu: str | None = Field(default=None, description="CPU model.")
     cpu_count: Int | None = Field(default=None, ge=1, description="Logical CPUs.")
-    host: str | None = Field(default=None, description="Host name, when it is not a secret.")
+    host: str | None = Field(
+        default=None,
+        description="A label for the machine: the spec's `host_label` (never the machine's own "
+        "name), secrets masked.",
+        examples=["lab-h200-1"],
+    )
     accelerator: str | None = Field(
         default=None,
         description="GPU model, or none on a CPU server.",
         examples=["NVIDIA RTX PRO 6000 Blackwell"],
     )
     count: Int | None = Field(default=None, ge=1, description="Number of accelerators.")
+    accelerator_memory_gib: Finite | None = Field(
+        default=None,
+        ge=0,
+        description="Memory of one accelerator in GiB (nvidia-smi's memory.total; the "
+        "smallest one's when they differ).",
+        examples=[140.4],
+    )
     interconnect: str | None = Field(
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
+    )
+
+
+class Software(Model):
+    """The software around the engine, as `kbgen bench` found it when the run started."""
+
+    kbgen: str | None = Field(
+        default=None,
+        description="The kbgen that measured (`provenance.tool` is the one that wrote the record).",
+        examples=["0.1.0"],
+    )
+    python: str | None = Field(
+        default=None, description="Python of the server's environment.", examples=["3.12.3"]
+    )
+    torch: str | None = Field(
+        default=None, description="torch of the server's environment.", examples=["2.11.0"]
+    )
+    cuda: str | None = Field(
+        default=None,
+        description="The CUDA that torch was built for (`torch.version.cuda`); none on a CPU "
+        "build.",
+        examples=["13.0"],
+    )
+    driver: str | None = Field(
+        default=None, description="NVIDIA driver version (nvidia-smi).", examples=["570.133.20"]
     )
 
 
@@ -410,6 +447,9 @@ class Config(Model):
     engine: Engine = Field(description="The engine and its version.")
     model: ModelInfo = Field(description="The model served.")
     hardware: Hardware = Field(description="The hardware it ran on.")
+    software: Software | None = Field(
+        default=None, description="Python, torch, CUDA and driver versions (None: not recorded)."
+    )
     server_args: list[str] = Field(
         default_factory=list,
         description="Server arguments common to every variant.",
@@ -439,7 +479,14 @@ class Config(Model):
 class Workload(Model):
     """What was sent to the server."""
 
-    prompt_suite: str = Field(description="Prompt suite name or file.", examples=["builtin"])
+    prompt_suite: str = Field(
+        description="Prompt suite name or file (a measured record: its path from the top of the "
+        "spec's repository).",
+        examples=["bench/prompts/seed.jsonl"],
+    )
+    prompt_suite_sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="Checksum of the prompt suite file."
+    )
     classes: list[Slug] = Field(
         min_length=1, description="Prompt classes measured.", examples=[["coding", "math"]]
     )
@@ -691,8 +738,13 @@ class Provenance(Model):
     reference: str | None = Field(
         default=None, description="Where a reported or imported result was published or found."
     )
-    git_sha: str | None = Field(default=None, description="Commit of the experiment repository.")
-    host: str | None = Field(default=None, description="Machine that ran the benchmark.")
+    git_sha: str | None = Field(
+        default=None,
+        description="Commit of the experiment repository (None: not in one; the notes say so).",
+    )
+    host: str | None = Field(
+        default=None, description="The label of the machine that ran the benchmark."
+    )
     recorded_at: dt.datetime | None = Field(default=None, description="When it was recorded.")
     run: str | None = Field(default=None, description="The `kbgen bench` run folder's id.")
     notes: list[str] = Field(
