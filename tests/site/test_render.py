@@ -262,3 +262,23 @@ def test_the_page_shows_the_machine_and_the_software(kb_dir: Path, site: Site) -
     assert "prompts bench/prompts/seed.jsonl (sha256 `ab12ab12ab12`…)" in page
     assert "- Recorded with kbgen 0.1.0 on lab-h200" in page
     assert "- not in a git repository (or git was not installed): no commit recorded" in page
+
+
+def test_the_page_shows_the_steady_state_throughput_and_says_what_it_is(
+    kb_dir: Path, site: Site
+) -> None:
+    steady = (
+        "      decode_tok_s: {n: 10, mean: 46.4}\n"
+        "      output_tok_s: {n: 1, mean: 1480.0}\n"
+        "      steady_output_tok_s: {n: 1, mean: 1720.0}\n"
+    )
+    text = RECORD.replace("      decode_tok_s: {n: 10, mean: 46.4}\n", steady).replace(
+        "tags: [ngram]\n",
+        "tags: [ngram]\nworkload: {prompt_suite: s, classes: [coding], concurrency: 32}\n",
+    )
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert "| `steady_output_tok_s` (tok/s) | ngram | 1 | 1,720 |" in page
+    assert "over each window's steady state, while all 32 streams were busy" in page
+    (kb_dir / "ngram-test.yaml").write_text(RECORD)  # none measured: nothing said of it
+    assert "steady state" not in site(kb_dir)["records/ngram-test.md"]

@@ -79,11 +79,18 @@ MetricName = Literal[
     "chunk_gap_ms",  # raw gap between stream chunks; inflated under speculative decoding
     "e2e_ms",
 ]
+# Measured beside those, not decided on: `steady_output_tok_s`, at concurrency > 1, is
+# `output_tok_s` over the window's steady state only, when all its streams were busy: from the
+# moment the concurrency-th request was sent to the first completion after the last request was
+# sent, the class's tokens arriving in it over the time in it its requests were in flight
+# (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
+MeasuredMetric = MetricName | Literal["steady_output_tok_s"]
 Api = Literal["completions", "chat"]
 
 METRIC_UNITS: dict[str, str] = {
     "decode_tok_s": "tok/s",
     "output_tok_s": "tok/s",
+    "steady_output_tok_s": "tok/s",
     "ttft_ms": "ms",
     "tpot_ms": "ms",
     "itl_ms": "ms",
@@ -544,7 +551,7 @@ class MetricStats(Model):
 
 
 # variant -> prompt class -> metric -> its statistics
-Measurements = dict[VariantName, dict[Slug, dict[MetricName, MetricStats]]]
+Measurements = dict[VariantName, dict[Slug, dict[MeasuredMetric, MetricStats]]]
 
 
 class SpecDecodeStats(Model):

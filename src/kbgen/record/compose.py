@@ -22,7 +22,7 @@ from kbgen.kb.models import (
     Engine,
     Hardware,
     Hypothesis,
-    MetricName,
+    MeasuredMetric,
     MetricStats,
     ModelInfo,
     Provenance,
@@ -257,5 +257,5 @@ def from_imports(
     return record, evidence if with_samples else None
 
 
-def _metric_stats(imported: imports.Imported) -> dict[MetricName, MetricStats]:
+def _metric_stats(imported: imports.Imported) -> dict[MeasuredMetric, MetricStats]:
     return {metric: figures.metric_stats(values) for metric, values in imported.stats.items()}
