@@ -84,7 +84,7 @@ MetricName = Literal[
 # moment the concurrency-th request was sent to the first completion after the last request was
 # sent, the class's tokens arriving in it over the time in it its requests were in flight
 # (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
-MeasuredMetric = MetricName | Literal["steady_output_tok_s"]
+MeasuredMetric = Literal[MetricName, "steady_output_tok_s"]
 Api = Literal["completions", "chat"]
 
 METRIC_UNITS: dict[str, str] = {
