@@ -308,7 +308,10 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
         experiment = spec.load(spec_file)
         suite = bench_stage.check_inputs(experiment, spec_file)  # before any folder exists
         folder = RunFolder.create(
-            runs_root, experiment.id, spec_file.read_text(), bench_stage.new_meta(experiment)
+            runs_root,
+            experiment.id,
+            spec_file.read_text(),
+            bench_stage.new_meta(experiment, spec_file),
         )
         meta = folder.meta()
     click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)

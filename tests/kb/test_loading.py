@@ -129,8 +129,8 @@ CASES = [
     ),
     (
         "bad-speculative-method",
-        sub("method: ngram", "method: medusa"),
-        "method: medusa",
+        sub("method: ngram", "method: lookahead"),
+        "method: lookahead",
         "config.variants.ngram.speculative_config.method",
         "does not match any of the expected tags",
     ),

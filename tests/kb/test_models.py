@@ -168,3 +168,122 @@ def test_an_interval_past_the_largest_float_is_unknown() -> None:
     stats = models.MetricStats(n=1, mean=1e308, stdev=1e308)
     assert stats.interval() is None
     assert models.MetricStats(n=4, mean=10.0, stdev=2.0).interval() == pytest.approx((8.04, 11.96))
+
+
+SPECULATIVE = [models.NgramConfig, models.SuffixConfig, models.DraftModelConfig, models.MtpConfig]
+
+
+@pytest.mark.parametrize("model", SPECULATIVE, ids=lambda m: m.__name__)
+def test_speculative_configs_are_documented_and_keep_unknown_keys(model: type[BaseModel]) -> None:
+    assert model.model_config.get("extra") == "allow"
+    assert [name for name, f in model.model_fields.items() if not f.description] == []
+
+
+@pytest.mark.parametrize(
+    ("config", "kind"),
+    [
+        ({"method": "ngram_gpu", "num_speculative_tokens": 3}, models.NgramConfig),
+        ({"method": "suffix"}, models.SuffixConfig),
+        (
+            {"method": "medusa", "model": "/m/medusa", "num_speculative_tokens": 2},
+            models.DraftModelConfig,
+        ),
+        (
+            {"method": "mlp_speculator", "model": "/m/s", "num_speculative_tokens": 2},
+            models.DraftModelConfig,
+        ),
+        (
+            {"method": "draft_model", "model": "/m/d", "num_speculative_tokens": 3},
+            models.DraftModelConfig,
+        ),
+        ({"method": "mtp", "num_speculative_tokens": 1}, models.MtpConfig),
+    ],
+    ids=lambda x: x["method"] if isinstance(x, dict) else "",
+)
+def test_every_speculative_method_of_vllm_is_typed(
+    config: dict[str, Any], kind: type[BaseModel]
+) -> None:
+    variant = models.Variant.model_validate({"speculative_config": config})
+    assert isinstance(variant.speculative_config, kind)
+
+
+def test_unknown_speculative_keys_are_kept_and_passed_on() -> None:
+    config = {
+        "method": "eagle3",
+        "model": "/m/e",
+        "num_speculative_tokens": 3,
+        "rejection_sample_method": "block",
+        "draft_load_config": {"load_format": "dummy"},
+    }
+    variant = models.Variant.model_validate({"speculative_config": config})
+    assert variant.speculative_config is not None
+    assert variant.speculative_config.model_dump(exclude_none=True) == config
+    with pytest.raises(ValidationError, match="finite number"):
+        models.Variant.model_validate(
+            {"speculative_config": {**config, "synthetic_acceptance_length": float("nan")}}
+        )
+
+
+def test_a_speculative_config_in_the_arguments_becomes_the_typed_field() -> None:
+    json_text = '{"method": "ngram_gpu", "num_speculative_tokens": 5, "prompt_lookup_max": 4}'
+    variant = models.Variant.model_validate(
+        {"args": ["--max-num-seqs", "8", "--speculative-config", json_text]}
+    )
+    assert variant.args == ["--max-num-seqs", "8"]
+    assert isinstance(variant.speculative_config, models.NgramConfig)
+    assert variant.speculative_config.prompt_lookup_max == 4
+    # read again as a record keeps it: the same arm
+    again = models.Variant.model_validate(variant.model_dump(exclude_none=True))
+    assert again == variant
+
+
+@pytest.mark.parametrize(
+    ("variant", "loc", "message"),
+    [
+        (
+            {"args": ["--dtype", "half", "-sc", '{"method": "ngram"}']},
+            ("args", 2),
+            "speculative config: num_speculative_tokens: Field required",
+        ),
+        (
+            {"args": ["-sc", '{"num_speculative_tokens": 3}']},
+            ("args", 0),
+            "speculative config: method: required field is missing",
+        ),
+        (
+            {
+                "args": ["--spec-method", "ngram", "--spec-tokens", "2"],
+                "speculative_config": {"method": "ngram", "num_speculative_tokens": 2},
+            },
+            ("args", 0),
+            "a speculative config is also given here",
+        ),
+        ({"args": ["-sc", "{"]}, ("args", 0), "-sc: not JSON"),
+    ],
+    ids=["field", "method", "twice", "json"],
+)
+def test_a_speculative_config_in_the_arguments_is_checked_at_its_argument(
+    variant: dict[str, Any], loc: tuple[str | int, ...], message: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        models.Variant.model_validate(variant)
+    [error] = info.value.errors()
+    assert error["loc"] == loc and error["msg"].startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("ngram_gpu", True), ("eagle3-k4_tp2", True), ("_x", False), ("x_", False), ("X", False)],
+)
+def test_variant_names_may_hold_underscores(name: str, valid: bool) -> None:
+    data = _record()
+    variants = data["config"]["variants"]
+    variants[name] = variants.pop("ngram")
+    data["measurements"][name] = data["measurements"].pop("ngram")
+    data["spec_decode"][name] = data["spec_decode"].pop("ngram")
+    data["verdict"]["variant"] = name
+    if valid:
+        assert name in Record.model_validate(data).spec_decode
+    else:
+        with pytest.raises(ValidationError, match="pattern"):
+            Record.model_validate(data)

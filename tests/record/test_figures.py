@@ -7,6 +7,7 @@ under test.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -14,8 +15,10 @@ import pytest
 
 from kbgen.bench import metrics
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
+from kbgen.bench.samples import Sample
+from kbgen.kb.models import MetricStats
 from kbgen.record import figures
-from kbgen.record.evidence import Evidence
+from kbgen.record.evidence import Evidence, read_samples, samples_bytes
 
 VLLM = Path(__file__).parents[1] / "fixtures" / "vllm"
 STREAMS = ("ngram-completion.sse", "ngram-chat.sse")
@@ -96,3 +99,138 @@ def test_per_step_figures_from_summed_windows(
         None if per_step is None else pytest.approx(per_step, rel=1e-5)
     )
     assert stats.drafted_step_share == (None if share is None else pytest.approx(share, rel=1e-5))
+
+
+# --- steady state at concurrency > 1 -----------------------------------------------------------
+
+MS = 1_000_000
+STEP = 10 * MS  # every request streams one token per 10 ms
+
+
+def _closed_loop(
+    streams: int, classes: list[str], offsets: list[int], tokens: int = 10, variant: str = "v"
+) -> list[Sample]:
+    """Requests of `classes` (in queue order) sent by `streams` streams as kbgen's client sends
+    them: each stream starts at its offset (ns) and sends its next request as its last ends.
+    A request streams `tokens` tokens, one every STEP, and ends with its last."""
+    free = list(offsets)
+    out = []
+    for index, cls in enumerate(classes):
+        stream = min(range(streams), key=lambda k: (free[k], k))
+        sent = free[stream]
+        times = [sent + (i + 1) * STEP for i in range(tokens)]
+        free[stream] = times[-1]
+        out.append(
+            Sample(
+                variant=variant,
+                prompt_class=cls,
+                prompt_index=index,
+                repeat=0,
+                scheduled_ns=sent,
+                sent_ns=sent,
+                chunk_ns=times,
+                chunk_tokens=[1] * tokens,
+                done_ns=times[-1],
+                output_tokens=tokens,
+            )
+        )
+    return out
+
+
+# a record keeps figures to 6 significant digits (figures.SIGNIFICANT): compared to 1e-5
+def _measured(samples: list[Sample], concurrency: int) -> dict[str, dict[str, MetricStats]]:
+    evidence = Evidence("v", ["v"], sorted({s.prompt_class for s in samples}), samples)
+    evidence.windows = {"v": [Counters(window_s=1.0)]}  # a kbgen run: its windows are timed
+    evidence.concurrency = concurrency
+    return figures.measurements(evidence)["v"]
+
+
+def test_the_steady_state_leaves_out_the_ramps() -> None:
+    """Four streams starting 25 ms apart (a ramp up), three requests each (a ramp down as they
+    finish 25 ms apart): in between all four stream, 4 × 100 tok/s; over the whole window less."""
+    streams, per_stream = 4, 3
+    samples = _closed_loop(streams, ["all"] * streams * per_stream, [k * 25 * MS for k in range(4)])
+    sends = sorted(s.sent_ns for s in samples)
+    ends = sorted(s.done_ns or 0 for s in samples)
+    assert figures.steady_states(samples, streams) == {
+        ("v", 0, 0): (sends[streams - 1], min(e for e in ends if e > sends[-1]))
+    }
+    found = _measured(samples, streams)["all"]
+    assert found["steady_output_tok_s"].mean == pytest.approx(streams * 1e9 / STEP, rel=1e-5)
+    whole = sum(s.output_tokens or 0 for s in samples) / ((ends[-1] - sends[0]) / 1e9)
+    assert found["output_tok_s"].mean == pytest.approx(whole, rel=1e-5)
+    assert found["output_tok_s"].mean < found["steady_output_tok_s"].mean
+
+
+def test_with_every_stream_active_throughout_the_steady_state_is_the_whole_window() -> None:
+    streams = 4
+    samples = _closed_loop(streams, ["all"] * streams * 3, [0] * streams)
+    found = _measured(samples, streams)["all"]
+    assert found["steady_output_tok_s"].mean == pytest.approx(found["output_tok_s"].mean)
+    assert found["steady_output_tok_s"].mean == pytest.approx(streams * 1e9 / STEP, rel=1e-5)
+
+
+def test_one_stream_has_no_steady_state_of_its_own() -> None:
+    samples = _closed_loop(1, ["all"] * 5, [0])
+    assert figures.steady_states(samples, 1) == {}
+    assert "steady_output_tok_s" not in _measured(samples, 1)["all"]
+
+
+def test_fewer_requests_than_streams_never_reach_a_steady_state() -> None:
+    samples = _closed_loop(3, ["all"] * 3, [0, 5 * MS, 10 * MS])
+    assert figures.steady_states(samples, 4) == {}
+    assert "steady_output_tok_s" not in _measured(samples, 4)["all"]
+
+
+def test_a_class_counts_its_own_tokens_over_its_own_time_in_the_steady_state() -> None:
+    """Two classes one after the other: each class's figure is its tokens over the part of the
+    steady state it was in flight; a class sent only in the ramp down has none."""
+    streams = 2
+    queue = ["coding"] * 4 + ["math"] * 4 + ["late"]
+    samples = _closed_loop(streams, queue, [0, 5 * MS])
+    ((start, stop),) = figures.steady_states(samples, streams).values()
+    late = [s for s in samples if s.prompt_class == "late"]
+    assert late[0].sent_ns == max(s.sent_ns for s in samples)  # the last send, in the ramp down
+    found = _measured(samples, streams)
+    for cls in ("coding", "math"):
+        mine = [s for s in samples if s.prompt_class == cls]
+        tokens = sum(1 for s in mine for t in s.chunk_ns if start < t <= stop)
+        first = max(min(s.sent_ns for s in mine), start)
+        last = min(max(s.done_ns or 0 for s in mine), stop)
+        expected = tokens / ((last - first) / 1e9)
+        assert found[cls]["steady_output_tok_s"].mean == pytest.approx(expected, rel=1e-5)
+    assert "steady_output_tok_s" not in found["late"]  # no token of it arrived before `stop`
+
+
+def test_a_failed_request_held_a_stream_but_brings_no_tokens() -> None:
+    streams = 2
+    samples = _closed_loop(streams, ["all"] * 6, [0, 5 * MS])
+    steady = figures.steady_states(samples, streams)
+    failed = samples[2].model_copy(update={"error": "HTTP 500"})
+    with_failure = [*samples[:2], failed, *samples[3:]]
+    assert figures.steady_states(with_failure, streams) == steady
+    ok = figures.steady_throughput(samples, steady)
+    assert ok is not None
+    less = figures.steady_throughput(with_failure, steady)
+    assert less is not None and less < ok
+
+
+def test_the_steady_state_survives_the_samples_file(tmp_path: Path) -> None:
+    streams = 4
+    samples = _closed_loop(streams, ["all"] * 12, [k * 25 * MS for k in range(4)])
+    evidence = Evidence("v", ["v"], ["all"], samples, {"v": [Counters(window_s=1.0)]})
+    evidence.concurrency = streams
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(samples_bytes(evidence))
+    again = read_samples(path)
+    assert again.concurrency == streams
+    assert figures.measurements(again) == figures.measurements(evidence)
+    # one stream: the samples file is what it was before steady states existed
+    evidence.concurrency = 1
+    header = gzip.decompress(samples_bytes(evidence)).split(b"\n")[0]
+    assert json.loads(header) == {
+        "kind": "evidence",
+        "baseline": "v",
+        "variants": ["v"],
+        "classes": ["all"],
+    }

@@ -624,13 +624,14 @@ def test_a_variant_named_twice_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("name", ["../x", "Baseline", "a b", "x-"])
+@pytest.mark.parametrize("name", ["../x", "Baseline", "a b", "x-", "x_", "_x", "a.b"])
 def test_a_variant_name_that_is_not_a_slug_is_a_usage_error(tmp_path: Path, name: str) -> None:
     spec = Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"
     args = ["record", "--from", "vllm-bench", f"{name}={BASE}", f"ngram={NGRAM}"]
     result = CliRunner().invoke(cli, [*args, "--spec", str(spec), "--records", str(tmp_path)])
     assert result.exit_code == 2
     assert result.stderr == (
-        f"error: {name!r}: a variant name is lower-case letters, digits and inner hyphens\n"
+        f"error: {name!r}: a variant name is lower-case letters, digits and inner hyphens "
+        "or underscores\n"
     )
     assert list(tmp_path.iterdir()) == []

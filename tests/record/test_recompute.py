@@ -97,3 +97,23 @@ def test_check_reads_no_samples_through_a_folder_linked_outside(
     [problem] = recompute.recompute(path)
     assert problem.field == "raw_samples.path" and problem.line is not None
     assert problem.message == f"a symlink to a file outside {records}; not read"
+
+
+def test_check_recomputes_the_steady_state_of_a_concurrent_run(
+    tmp_path: Path, records: Path
+) -> None:
+    """A run at concurrency 4 (its requests overlap): the record has a steady-state throughput
+    per class, the samples file carries the concurrency, and an edit of the figure is caught."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    spec = run / "spec.yaml"
+    spec.write_text(spec.read_text().replace("  repeats: 3\n", "  repeats: 3\n  concurrency: 4\n"))
+    path = command.record_run(run, records)
+    record = kb.load_file(path)
+    assert record.workload is not None and record.workload.concurrency == 4
+    steady = record.measurements["ngram"]["math"]["steady_output_tok_s"]
+    assert recompute.recompute(path) == []
+    doc = store.load_document(path)
+    doc.data["measurements"]["ngram"]["math"]["steady_output_tok_s"]["mean"] = steady.mean * 2
+    store.save(doc)
+    [problem] = recompute.recompute(path)
+    assert problem.field == "measurements.ngram.math.steady_output_tok_s.mean"

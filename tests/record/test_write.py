@@ -92,7 +92,17 @@ def _same_as_golden(name: str, path: Path) -> None:
 def test_a_new_record_is_written_in_the_model_s_order(tmp_path: Path, records: Path) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
     meta = json.loads((run / "run.json").read_text())  # a GPU machine outside git
-    meta["hardware"].update(accelerator="NVIDIA H200", count=8)
+    meta["hardware"].update(accelerator="NVIDIA H200", count=8, accelerator_memory_gib=140.4)
+    meta["hardware"]["host"] = meta["host_label"] = "h200-lab"
+    meta["software"] = {
+        "kbgen": "0.1.0",
+        "python": "3.12.3",
+        "torch": "2.11.0",
+        "cuda": "13.0",
+        "driver": "570.133.20",
+    }
+    meta["prompt_suite"] = "bench/prompts/seed.jsonl"
+    meta["prompt_suite_sha256"] = "ab" * 32
     meta["git_sha"] = None
     (run / "run.json").write_text(json.dumps(meta))
     _same_as_golden("record__from-run.yaml", command.record_run(run, records))

@@ -233,3 +233,52 @@ def test_the_index_shows_each_record_s_effect_as_its_record_says(
         assert cell == f"{expected} {data['hypothesis']['primary_metric']}", cell
         shown += 1
     assert shown >= 2
+
+
+def test_the_page_shows_the_machine_and_the_software(kb_dir: Path, site: Site) -> None:
+    gpu = (
+        "hardware: {cpu: Intel Xeon Platinum 8480+, cpu_count: 16, host: lab-h200,"
+        " accelerator: NVIDIA H200, count: 1, accelerator_memory_gib: 140.4}\n"
+        "  software: {kbgen: 0.1.0, python: 3.12.3, torch: 2.11.0, cuda: '13.0',"
+        " driver: 570.133.20}"
+    )
+    text = RECORD.replace("hardware: {cpu: test cpu}", gpu).replace(
+        "tags: [ngram]\n",
+        "tags: [ngram]\nworkload: {prompt_suite: bench/prompts/seed.jsonl,"
+        f" prompt_suite_sha256: {'ab12' * 16}, classes: [coding]}}\n",
+    )
+    text = text.replace(
+        "  source: measured\n",
+        "  source: measured\n  tool: kbgen 0.1.0\n  host: lab-h200\n"
+        "  notes: ['not in a git repository (or git was not installed): no commit recorded']\n",
+    )
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert "| Hardware | 1 × NVIDIA H200 (140.4 GiB); Intel Xeon Platinum 8480+, 16 CPUs |" in page
+    assert (
+        "| Software | torch 2.11.0 (CUDA 13.0), Python 3.12.3, NVIDIA driver 570.133.20, "
+        "measured with kbgen 0.1.0 |" in page
+    )
+    assert "prompts bench/prompts/seed.jsonl (sha256 `ab12ab12ab12`…)" in page
+    assert "- Recorded with kbgen 0.1.0 on lab-h200" in page
+    assert "- not in a git repository (or git was not installed): no commit recorded" in page
+
+
+def test_the_page_shows_the_steady_state_throughput_and_says_what_it_is(
+    kb_dir: Path, site: Site
+) -> None:
+    steady = (
+        "      decode_tok_s: {n: 10, mean: 46.4}\n"
+        "      output_tok_s: {n: 1, mean: 1480.0}\n"
+        "      steady_output_tok_s: {n: 1, mean: 1720.0}\n"
+    )
+    text = RECORD.replace("      decode_tok_s: {n: 10, mean: 46.4}\n", steady).replace(
+        "tags: [ngram]\n",
+        "tags: [ngram]\nworkload: {prompt_suite: s, classes: [coding], concurrency: 32}\n",
+    )
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert "| `steady_output_tok_s` (tok/s) | ngram | 1 | 1,720 |" in page
+    assert "over each window's steady state, while all 32 streams were busy" in page
+    (kb_dir / "ngram-test.yaml").write_text(RECORD)  # none measured: nothing said of it
+    assert "steady state" not in site(kb_dir)["records/ngram-test.md"]

@@ -19,18 +19,14 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
-import os
-import platform
 import random
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import machine, metrics, prompts
+from kbgen.bench import machine, metrics, prompts, provenance
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
@@ -38,8 +34,7 @@ from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
 from kbgen.errors import InvalidInput, MetricsError, Problem, ServerFailed, ServerUnreachable
-from kbgen.kb import git
-from kbgen.kb.models import Hardware, baseline_first
+from kbgen.kb.models import baseline_first
 from kbgen.kb.problems import located
 
 
@@ -143,47 +138,30 @@ def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
     return body
 
 
-def local_hardware() -> Hardware:
-    """CPU model and count, and GPUs if nvidia-smi sees any: the machine kbgen runs on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    hardware: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "host": platform.node()}
-    if shutil.which("nvidia-smi"):
-        try:
-            names = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.split("\n")
-            gpus = [n.strip() for n in names if n.strip()]
-            if gpus:
-                hardware.update(accelerator=gpus[0], count=len(gpus))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return Hardware(**hardware)
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def new_meta(spec: ExperimentSpec) -> RunMeta:
-    """run.json of a new run: nothing measured yet, the order it will run in."""
+def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
+    """run.json of a new run: nothing measured yet, the order it will run in, and what it runs
+    on (`provenance`; the machine only when kbgen starts the server on it). `spec_path`: the
+    spec's file, whose repository names the commit and the prompt suite's path (without one,
+    the folder kbgen runs in)."""
+    label = provenance.label(spec.host_label)
+    local = spec.server.launcher == "process"
+    hardware, driver = provenance.local_hardware(label) if local else (None, None)
+    suite, digest = provenance.suite(Path(spec.workload.prompts), spec_path)
     return RunMeta(
         spec_id=spec.id,
         status="running",
         started=_now(),
         tool=f"kbgen {__version__}",
-        git_sha=git.head_sha(Path.cwd()),
-        hardware=local_hardware() if spec.server.launcher == "process" else None,
+        git_sha=provenance.git_sha(spec_path),
+        hardware=hardware,
+        software=provenance.software(spec, driver),
+        host_label=label,
+        prompt_suite=suite,
+        prompt_suite_sha256=digest,
         attempts=1,
         variants={},
         order=order(spec),

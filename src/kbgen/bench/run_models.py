@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
-from kbgen.kb.models import Hardware, Model
+from kbgen.kb.models import Hardware, Model, Software
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -62,6 +62,16 @@ class RunMeta(Model):
     git_sha: str | None = Field(description="HEAD of the repository it ran in, if any.")
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."
+    )
+    software: Software | None = Field(
+        default=None, description="kbgen's version, and the server's Python, torch and CUDA."
+    )
+    host_label: str | None = Field(default=None, description="The spec's host_label, masked.")
+    prompt_suite: str | None = Field(
+        default=None, description="The prompt suite's path from the top of the spec's repository."
+    )
+    prompt_suite_sha256: str | None = Field(
+        default=None, description="The sha256 of the prompt suite's bytes."
     )
     attempts: Int = Field(ge=1, description="How many times it was run: 1, then 2 on a resume.")
     variants: dict[str, VariantRun] = Field(description="Each variant measured so far.")

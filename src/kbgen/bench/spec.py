@@ -25,6 +25,7 @@ from kbgen.kb.models import (
     Slug,
     TaskRef,
     Variant,
+    VariantName,
     fail_at,
     repeats_of,
 )
@@ -198,13 +199,22 @@ class ExperimentSpec(Model):
     title: str = Field(min_length=1, max_length=200, description="One-line title.")
     hypothesis: Hypothesis = Field(description="The claim under test.")
     server: Server
-    baseline: Slug = Field(description="The variant the others are compared against.")
-    variants: dict[Slug, Variant] = Field(min_length=2, description="The arms, by name.")
+    baseline: VariantName = Field(description="The variant the others are compared against.")
+    variants: dict[VariantName, Variant] = Field(min_length=2, description="The arms, by name.")
     workload: WorkloadSpec = Field(description="What is sent.")
     resolves: list[TaskRef] = Field(
         default_factory=list, description="Plan tasks a concluded result resolves."
     )
     tags: list[Slug] = Field(default_factory=list, description="Tags carried into the record.")
+    host_label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=80,
+        description="A name for the machine kbgen runs on, shown on the record. kbgen never "
+        "records the machine's own name; without a label the record names no host. A label "
+        "that looks like a secret is masked.",
+        examples=["lab-h200-1"],
+    )
 
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> ExperimentSpec:

@@ -14,9 +14,19 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from kbgen.kb import speculative_args
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 # Bump SCHEMA_VERSION only for a change that makes existing records invalid or changes the
@@ -34,6 +44,16 @@ Slug = Annotated[
         description="Lower-case letters, digits and inner hyphens; at most 80 characters. "
         "Path-safe by construction: no dots, slashes or spaces.",
         examples=["2026-11-29-ngram-vs-baseline"],
+    ),
+]
+VARIANT_PATTERN = r"^[a-z0-9](?:[a-z0-9_-]{0,78}[a-z0-9])?$"
+VariantName = Annotated[
+    str,
+    Field(
+        pattern=VARIANT_PATTERN,
+        description="A variant's name: lower-case letters, digits and inner hyphens or "
+        "underscores; at most 80 characters. Path-safe (it names the variant's server log).",
+        examples=["ngram_gpu-k5"],
     ),
 ]
 TaskRef = Annotated[
@@ -59,11 +79,18 @@ MetricName = Literal[
     "chunk_gap_ms",  # raw gap between stream chunks; inflated under speculative decoding
     "e2e_ms",
 ]
+# Measured beside those, not decided on: `steady_output_tok_s`, at concurrency > 1, is
+# `output_tok_s` over the window's steady state only, when all its streams were busy: from the
+# moment the concurrency-th request was sent to the first completion after the last request was
+# sent, the class's tokens arriving in it over the time in it its requests were in flight
+# (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
+MeasuredMetric = Literal[MetricName, "steady_output_tok_s"]
 Api = Literal["completions", "chat"]
 
 METRIC_UNITS: dict[str, str] = {
     "decode_tok_s": "tok/s",
     "output_tok_s": "tok/s",
+    "steady_output_tok_s": "tok/s",
     "ttft_ms": "ms",
     "tpot_ms": "ms",
     "itl_ms": "ms",
@@ -182,10 +209,41 @@ class Hypothesis(Model):
 # --- configuration --------------------------------------------------------------------------
 
 
-class NgramConfig(Model):
-    """vLLM n-gram (prompt lookup) speculation: drafts copied from the context."""
+def _plain_json(value: Any, depth: int = 0) -> Any:
+    """`value` if it is JSON whose numbers are finite and integers 64-bit, as kbgen reads them."""
+    if depth > 32:
+        raise PydanticCustomError("json", "nested more than 32 levels deep")
+    if isinstance(value, dict):
+        for item in value.values():
+            _plain_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _plain_json(item, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise PydanticCustomError("int64", "Input should fit in 64 bits (at most 2**63 - 1)")
+    return value
 
-    method: Literal["ngram"] = Field(description="Speculation method.")
+
+ExtraValue = Annotated[JsonValue, AfterValidator(_plain_json)]
+
+
+class SpeculativeModel(BaseModel):
+    """Base of the typed `--speculative-config`s: the fields kbgen knows are checked, and any
+    other key vLLM takes (`rejection_sample_method`, `parallel_drafting`, one a later vLLM adds)
+    is kept as given and passed to the server, so the record shows everything the arm ran with.
+    A misspelt key is therefore vLLM's to refuse, when the server starts."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True)
+    __pydantic_extra__: dict[str, ExtraValue] = Field(init=False)
+
+
+class NgramConfig(SpeculativeModel):
+    """vLLM n-gram (prompt lookup) speculation: drafts copied from the context, proposed on the
+    CPU (`ngram`, which needs numba) or on the GPU (`ngram_gpu`)."""
+
+    method: Literal["ngram", "ngram_gpu"] = Field(description="Speculation method.")
     num_speculative_tokens: Int = Field(ge=1, le=64, description="Tokens drafted per step.")
     prompt_lookup_max: Int | None = Field(
         default=None, ge=1, description="Longest n-gram matched in the context."
@@ -204,10 +262,39 @@ class NgramConfig(Model):
         return self
 
 
-class DraftModelConfig(Model):
-    """Speculation with a separate draft model: EAGLE, EAGLE-3 heads or a small LM."""
+class SuffixConfig(SpeculativeModel):
+    """vLLM suffix decoding (Arctic Inference): drafts from suffix trees of the prompt and of
+    earlier responses."""
 
-    method: Literal["eagle", "eagle3", "draft_model"] = Field(description="Speculation method.")
+    method: Literal["suffix"] = Field(description="Speculation method.")
+    num_speculative_tokens: Int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Most tokens drafted per step (vLLM: the tree depth when unset).",
+    )
+    suffix_decoding_max_tree_depth: Int | None = Field(
+        default=None, ge=1, description="Depth of the suffix trees (vLLM: 24)."
+    )
+    suffix_decoding_max_cached_requests: Int | None = Field(
+        default=None, ge=0, description="Requests kept in the global tree (vLLM: 10000)."
+    )
+    suffix_decoding_max_spec_factor: Finite | None = Field(
+        default=None, ge=0, description="Tokens drafted per token of prefix match (vLLM: 1.0)."
+    )
+    suffix_decoding_min_token_prob: Finite | None = Field(
+        default=None, ge=0, le=1, description="Least estimated probability drafted (vLLM: 0.1)."
+    )
+
+
+class DraftModelConfig(SpeculativeModel):
+    """Speculation with separate draft weights: EAGLE, EAGLE-3 or DFlash heads, Medusa heads,
+    an MLP speculator, a small LM (`draft_model`), or a proposer class of one's own
+    (`custom_class`, its module path as `model`)."""
+
+    method: Literal[
+        "eagle", "eagle3", "draft_model", "medusa", "mlp_speculator", "dflash", "custom_class"
+    ] = Field(description="Speculation method.")
     model: str = Field(
         min_length=1,
         description="Draft model: a hub name or a local path.",
@@ -217,12 +304,31 @@ class DraftModelConfig(Model):
     draft_tensor_parallel_size: Int | None = Field(
         default=None, ge=1, description="Tensor parallelism of the draft model."
     )
+    quantization: str | None = Field(default=None, description="Weight format of the draft.")
+    revision: str | None = Field(default=None, description="Revision of the draft model.")
+
+
+class MtpConfig(SpeculativeModel):
+    """Speculation with the target's own draft layers: multi-token prediction (`mtp`) or
+    DSpark, whose weights may ship inside the target checkpoint."""
+
+    method: Literal["mtp", "dspark"] = Field(description="Speculation method.")
+    model: str | None = Field(
+        default=None, min_length=1, description="Draft weights (None: the target's own)."
+    )
+    num_speculative_tokens: Int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Tokens drafted per step (vLLM: the draft config's when unset).",
+    )
 
 
 SpeculativeConfig = Annotated[
-    NgramConfig | DraftModelConfig,
+    NgramConfig | SuffixConfig | DraftModelConfig | MtpConfig,
     Field(discriminator="method", description="vLLM's `--speculative-config`, typed."),
 ]
+_SPECULATIVE: TypeAdapter[Any] = TypeAdapter(SpeculativeConfig)
 
 
 class Variant(Model):
@@ -235,8 +341,38 @@ class Variant(Model):
         examples=[["--max-num-seqs", "8"]],
     )
     speculative_config: SpeculativeConfig | None = Field(
-        default=None, description="Speculative decoding, or none for a plain arm."
+        default=None,
+        description="Speculative decoding, or none for a plain arm. Given in `args` instead "
+        "(`--speculative-config JSON`, its dotted form, `--spec-method` …), it is moved here.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _speculative_from_args(cls, data: Any) -> Any:
+        """`--speculative-config` and its kin in `args` become the typed field: the record then
+        shows the arm's speculative configuration however the spec wrote it."""
+        args = data.get("args") if isinstance(data, dict) else None
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            return data  # not arguments: the field's own validation says why
+        rest, found, at, problems = speculative_args.split(args)
+        fail_at("Variant", [(("args", i), message) for i, message in problems])
+        if found is None or at is None:
+            return data
+        if data.get("speculative_config") is not None:
+            fail_at("Variant", [(("args", at), "a speculative config is also given here")])
+        try:
+            typed = _SPECULATIVE.validate_python(found)
+        except ValidationError as exc:
+            fail_at("Variant", [(("args", at), _speculative_problem(e)) for e in exc.errors()])
+        return {**data, "args": rest, "speculative_config": typed}
+
+
+def _speculative_problem(error: Any) -> str:
+    """One error of a speculative config read from the arguments, as its message says it."""
+    loc = list(error["loc"])[1:]  # the first is the method, the union's tag
+    if error["type"] == "union_tag_not_found":
+        return "speculative config: method: required field is missing"
+    return f"speculative config: {'.'.join(map(str, loc)) or 'method'}: {error['msg']}"
 
 
 class Engine(Model):
@@ -263,15 +399,52 @@ class Hardware(Model):
 
     cpu: str | None = Field(default=None, description="CPU model.")
     cpu_count: Int | None = Field(default=None, ge=1, description="Logical CPUs.")
-    host: str | None = Field(default=None, description="Host name, when it is not a secret.")
+    host: str | None = Field(
+        default=None,
+        description="A label for the machine: the spec's `host_label` (never the machine's own "
+        "name), secrets masked.",
+        examples=["lab-h200-1"],
+    )
     accelerator: str | None = Field(
         default=None,
         description="GPU model, or none on a CPU server.",
         examples=["NVIDIA RTX PRO 6000 Blackwell"],
     )
     count: Int | None = Field(default=None, ge=1, description="Number of accelerators.")
+    accelerator_memory_gib: Finite | None = Field(
+        default=None,
+        ge=0,
+        description="Memory of one accelerator in GiB (nvidia-smi's memory.total; the "
+        "smallest one's when they differ).",
+        examples=[140.4],
+    )
     interconnect: str | None = Field(
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
+    )
+
+
+class Software(Model):
+    """The software around the engine, as `kbgen bench` found it when the run started."""
+
+    kbgen: str | None = Field(
+        default=None,
+        description="The kbgen that measured (`provenance.tool` is the one that wrote the record).",
+        examples=["0.1.0"],
+    )
+    python: str | None = Field(
+        default=None, description="Python of the server's environment.", examples=["3.12.3"]
+    )
+    torch: str | None = Field(
+        default=None, description="torch of the server's environment.", examples=["2.11.0"]
+    )
+    cuda: str | None = Field(
+        default=None,
+        description="The CUDA that torch was built for (`torch.version.cuda`); none on a CPU "
+        "build.",
+        examples=["13.0"],
+    )
+    driver: str | None = Field(
+        default=None, description="NVIDIA driver version (nvidia-smi).", examples=["570.133.20"]
     )
 
 
@@ -281,13 +454,16 @@ class Config(Model):
     engine: Engine = Field(description="The engine and its version.")
     model: ModelInfo = Field(description="The model served.")
     hardware: Hardware = Field(description="The hardware it ran on.")
+    software: Software | None = Field(
+        default=None, description="Python, torch, CUDA and driver versions (None: not recorded)."
+    )
     server_args: list[str] = Field(
         default_factory=list,
         description="Server arguments common to every variant.",
         examples=[["--max-model-len", "2048"]],
     )
-    baseline: Slug = Field(description="The variant the others are compared against.")
-    variants: dict[Slug, Variant] = Field(
+    baseline: VariantName = Field(description="The variant the others are compared against.")
+    variants: dict[VariantName, Variant] = Field(
         min_length=1, description="The arms of the experiment, by name."
     )
 
@@ -310,7 +486,14 @@ class Config(Model):
 class Workload(Model):
     """What was sent to the server."""
 
-    prompt_suite: str = Field(description="Prompt suite name or file.", examples=["builtin"])
+    prompt_suite: str = Field(
+        description="Prompt suite name or file (a measured record: its path from the top of the "
+        "spec's repository).",
+        examples=["bench/prompts/seed.jsonl"],
+    )
+    prompt_suite_sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="Checksum of the prompt suite file."
+    )
     classes: list[Slug] = Field(
         min_length=1, description="Prompt classes measured.", examples=[["coding", "math"]]
     )
@@ -333,7 +516,7 @@ class Workload(Model):
     order_seed: Int | None = Field(
         default=None, description="Seed of the round order and of each round's prompt order."
     )
-    order: list[tuple[Int, Slug]] | None = Field(
+    order: list[tuple[Int, VariantName]] | None = Field(
         default=None,
         description="The measurement windows as [round, variant], in the order they ran.",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
@@ -368,7 +551,7 @@ class MetricStats(Model):
 
 
 # variant -> prompt class -> metric -> its statistics
-Measurements = dict[Slug, dict[Slug, dict[MetricName, MetricStats]]]
+Measurements = dict[VariantName, dict[Slug, dict[MeasuredMetric, MetricStats]]]
 
 
 class SpecDecodeStats(Model):
@@ -511,7 +694,7 @@ class Verdict(Model):
     """The decision the evidence supports, with the rule that produced it."""
 
     outcome: Outcome = Field(description="Overall verdict.")
-    variant: Slug = Field(description="The variant judged against the baseline.")
+    variant: VariantName = Field(description="The variant judged against the baseline.")
     method: Literal["bootstrap", "summary", "reported"] = Field(
         description="`bootstrap`: computed by kbgen from raw samples, with intervals; "
         "`summary`: from imported means only, no interval; "
@@ -562,8 +745,13 @@ class Provenance(Model):
     reference: str | None = Field(
         default=None, description="Where a reported or imported result was published or found."
     )
-    git_sha: str | None = Field(default=None, description="Commit of the experiment repository.")
-    host: str | None = Field(default=None, description="Machine that ran the benchmark.")
+    git_sha: str | None = Field(
+        default=None,
+        description="Commit of the experiment repository (None: not in one; the notes say so).",
+    )
+    host: str | None = Field(
+        default=None, description="The label of the machine that ran the benchmark."
+    )
     recorded_at: dt.datetime | None = Field(default=None, description="When it was recorded.")
     run: str | None = Field(default=None, description="The `kbgen bench` run folder's id.")
     notes: list[str] = Field(
@@ -609,7 +797,7 @@ class Record(Model):
     measurements: Measurements = Field(
         default_factory=dict, description="variant → prompt class → metric → summary."
     )
-    spec_decode: dict[Slug, SpecDecodeStats] = Field(
+    spec_decode: dict[VariantName, SpecDecodeStats] = Field(
         default_factory=dict, description="Speculative-decoding statistics per variant."
     )
     verdict: Verdict | None = Field(default=None, description="Required once concluded.")

@@ -18,7 +18,7 @@ from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import files, loading
-from kbgen.kb.models import ID_PATTERN, Record, Status
+from kbgen.kb.models import VARIANT_PATTERN, Record, Status
 from kbgen.kb.problems import problems_of
 from kbgen.record import compose
 from kbgen.record import importers as imports
@@ -64,9 +64,10 @@ def record_import(
         name, sep, file = pair.partition("=")
         if not sep or not name or not file:
             raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
-        if not re.fullmatch(ID_PATTERN, name):  # it names the record's arms, as a spec's do
+        if not re.fullmatch(VARIANT_PATTERN, name):  # it names the record's arms, as a spec's do
             raise UsageError(
-                f"{name!r}: a variant name is lower-case letters, digits and inner hyphens"
+                f"{name!r}: a variant name is lower-case letters, digits and inner hyphens "
+                "or underscores"
             )
         found.append(importer(Path(file), name))
     read = None

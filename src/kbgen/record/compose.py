@@ -22,7 +22,7 @@ from kbgen.kb.models import (
     Engine,
     Hardware,
     Hypothesis,
-    MetricName,
+    MeasuredMetric,
     MetricStats,
     ModelInfo,
     Provenance,
@@ -38,6 +38,7 @@ from kbgen.record import importers as imports
 from kbgen.record.evidence import Evidence, evidence_of_run
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
+NO_GIT = "not in a git repository (or git was not installed): no commit recorded"
 
 
 def comparability(meta: RunMeta, order: list[str]) -> list[str]:
@@ -116,12 +117,14 @@ def from_run(
             engine=Engine(name="vllm", version=first.engine_version),
             model=ModelInfo(name=first.model),
             hardware=hardware,
+            **figures.known(software=meta.software),
             server_args=list(getattr(spec.server, "args", [])),
             baseline=spec.baseline,
             variants={name: _recorded(v) for name, v in spec.variants.items()},
         ),
         workload=Workload(
-            prompt_suite=workload.prompts,
+            prompt_suite=meta.prompt_suite or workload.prompts,
+            **figures.known(prompt_suite_sha256=meta.prompt_suite_sha256),
             classes=list(workload.classes),
             max_tokens=workload.max_tokens,
             temperature=workload.temperature,
@@ -141,10 +144,13 @@ def from_run(
         provenance=Provenance(
             source="measured",
             tool=f"kbgen {__version__}",
-            git_sha=meta.git_sha,
-            host=hardware.host,
             recorded_at=_now(),
             run=run.path.name,
+            **figures.known(
+                git_sha=meta.git_sha,
+                host=meta.host_label or hardware.host,
+                notes=None if meta.git_sha else [NO_GIT],
+            ),
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
     )
@@ -251,5 +257,5 @@ def from_imports(
     return record, evidence if with_samples else None
 
 
-def _metric_stats(imported: imports.Imported) -> dict[MetricName, MetricStats]:
+def _metric_stats(imported: imports.Imported) -> dict[MeasuredMetric, MetricStats]:
     return {metric: figures.metric_stats(values) for metric, values in imported.stats.items()}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from kbgen import redact
 from kbgen.bench import driver
@@ -29,6 +29,7 @@ from kbgen.bench.spec import ExperimentSpec
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Model, baseline_first
+from kbgen.kb.numbers import Int
 from kbgen.kb.problems import problems_of
 
 
@@ -45,6 +46,7 @@ class Evidence:
     # files used the same prompts): the verdict then treats requests as independent draws
     paired: bool = True
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
+    concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
 
     @property
     def challenger(self) -> str:
@@ -127,18 +129,23 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         samples=samples,
         windows=windows,
         torn=len(read.torn),
+        concurrency=spec.workload.concurrency,
     )
 
 
 def samples_bytes(evidence: Evidence) -> bytes:
     """The evidence as gzipped JSONL, times relative to each request's send (deterministic)."""
-    header = {
+    header: dict[str, Any] = {
         "kind": "evidence",
         "baseline": evidence.baseline,
         "variants": evidence.variants,
         "classes": evidence.classes,
     }
-    lines = [json.dumps(header if evidence.paired else {**header, "paired": False})]
+    if not evidence.paired:
+        header["paired"] = False
+    if evidence.concurrency > 1:  # one stream: the header as it was before steady states
+        header["concurrency"] = evidence.concurrency
+    lines = [json.dumps(header)]
     for variant, windows in evidence.windows.items():
         lines += [
             json.dumps({"kind": "window", "variant": variant, **w.model_dump(exclude_unset=True)})
@@ -181,6 +188,7 @@ class _Header(Model):
     variants: list[str]
     classes: list[str]
     paired: bool = True
+    concurrency: Int = Field(default=1, ge=1)
 
 
 def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
@@ -198,7 +206,13 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         raise InvalidInput(
             [dataclasses.replace(p, line=1) for p in problems_of(path, exc)]
         ) from exc
-    evidence = Evidence(header.baseline, header.variants, header.classes, paired=header.paired)
+    evidence = Evidence(
+        header.baseline,
+        header.variants,
+        header.classes,
+        paired=header.paired,
+        concurrency=header.concurrency,
+    )
     for number, line in enumerate(lines[1:], start=2):
         entry = _line(path, number, line)
         kind = entry.pop("kind", None)

@@ -17,14 +17,21 @@ from typing import Any
 
 from kbgen.bench import metrics
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import Measurements, MetricName, MetricStats, SpecDecodeStats
+from kbgen.kb.models import (
+    MeasuredMetric,
+    Measurements,
+    MetricStats,
+    SpecDecodeStats,
+)
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence
 
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
-PER_REQUEST: tuple[MetricName, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
-PER_TOKEN: tuple[MetricName, ...] = ("itl_ms", "chunk_gap_ms")
-PER_ROUND: tuple[MetricName, ...] = ("output_tok_s",)  # a class's aggregate throughput per round
+PER_REQUEST: tuple[MeasuredMetric, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
+PER_TOKEN: tuple[MeasuredMetric, ...] = ("itl_ms", "chunk_gap_ms")
+# a class's aggregate throughput per round: over its whole window, and over the window's steady
+# state (at concurrency > 1)
+PER_ROUND: tuple[MeasuredMetric, ...] = ("output_tok_s", "steady_output_tok_s")
 
 
 def rounded(value: float | None) -> float | None:
@@ -54,9 +61,12 @@ def measurements(evidence: Evidence) -> Measurements:
     # the aggregate throughput, one value per round (its unit): only for kbgen's own runs, whose
     # windows say how long they were (an import's request times share no clock)
     timed = any(w.window_s is not None for ws in evidence.windows.values() for w in ws)
+    steady = steady_states(evidence.samples, evidence.concurrency)
     for (variant, cls, _), group in sorted(by_round.items()) if timed else []:
         if (throughput := window_throughput(group)) is not None:
             values[(variant, cls, "output_tok_s")].append(throughput)
+        if (throughput := steady_throughput(group, steady)) is not None:
+            values[(variant, cls, "steady_output_tok_s")].append(throughput)
     for sample in final:
         m = sample.metrics()
         for metric in PER_REQUEST:
@@ -86,21 +96,86 @@ def window_throughput(samples: list[Sample]) -> float | None:
     spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
     tokens = 0
     for s in samples:
-        end = s.done_ns if s.done_ns is not None else (s.chunk_ns[-1] if s.chunk_ns else None)
+        end = _end(s)
         if s.ok and end is not None and s.output_tokens:
             spans[s.attempt].append((s.sent_ns, end))
             tokens += s.output_tokens
-    busy = 0
-    for intervals in spans.values():
-        reach = None
-        for start, end in sorted(intervals):
-            if reach is None or start > reach:
-                busy += end - start
-                reach = end
-            elif end > reach:
-                busy += end - reach
-                reach = end
+    busy = sum(_covered(intervals) for intervals in spans.values())
     return tokens / (busy / 1e9) if busy > 0 else None
+
+
+def _end(sample: Sample) -> int | None:
+    """When a request stopped occupying its stream: its stream's end, else its last token."""
+    if sample.done_ns is not None:
+        return sample.done_ns
+    return sample.chunk_ns[-1] if sample.chunk_ns else None
+
+
+Window = tuple[str, int, int]  # one measurement window's samples: (variant, round, attempt)
+
+
+def steady_states(samples: list[Sample], concurrency: int) -> dict[Window, tuple[int, int]]:
+    """Each measurement window's steady state at `concurrency` > 1, as [start, end] in ns.
+
+    kbgen's client runs `concurrency` streams, each sending its next request as its last one
+    ends. All of them are busy from the moment the `concurrency`-th request is sent until the
+    first request to end after the last one was sent (from then on a stream stays idle): that
+    interval is the steady state, with the ramp-up before it and the ramp-down after it left
+    out. Every request of the window counts, failed ones too (they held a stream). A window
+    with fewer requests than streams has no steady state, and neither has concurrency 1 (its
+    steady state is the whole window).
+    """
+    if concurrency < 2:
+        return {}
+    windows: dict[Window, list[Sample]] = defaultdict(list)
+    for s in samples:
+        windows[(s.variant, s.round or 0, s.attempt)].append(s)
+    out = {}
+    for key, group in windows.items():
+        sends = sorted(s.sent_ns for s in group)
+        if len(sends) < concurrency:
+            continue
+        start, last = sends[concurrency - 1], sends[-1]
+        ends = [end for s in group if (end := _end(s)) is not None and end > last]
+        if ends and min(ends) > start:
+            out[key] = (start, min(ends))
+    return out
+
+
+def steady_throughput(samples: list[Sample], steady: dict[Window, tuple[int, int]]) -> float | None:
+    """Aggregate output tokens/s of one class's successful samples in their windows' steady
+    states (`steady_states`): the tokens that arrived in one (after its start, up to its end;
+    each chunk's count) over the time in it during which at least one of these requests was in
+    flight — `window_throughput`, less the ramps. None where no window of theirs has a steady
+    state, or none of their tokens arrived in it."""
+    spans: dict[Window, list[tuple[int, int]]] = defaultdict(list)
+    tokens = 0
+    for s in samples:
+        key = (s.variant, s.round or 0, s.attempt)
+        end = _end(s)
+        if key not in steady or end is None or not s.ok:
+            continue
+        start, stop = steady[key]
+        if s.sent_ns < stop and end > start:
+            spans[key].append((max(s.sent_ns, start), min(end, stop)))
+        tokens += sum(
+            n for t, n in zip(s.chunk_ns, s.chunk_tokens, strict=False) if start < t <= stop
+        )
+    busy = sum(_covered(intervals) for intervals in spans.values())
+    return tokens / (busy / 1e9) if busy > 0 and tokens else None
+
+
+def _covered(intervals: list[tuple[int, int]]) -> int:
+    """Nanoseconds covered by the union of `intervals`."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:

@@ -1,0 +1,201 @@
+"""What a run measured on, as `kbgen bench` finds it when the run starts: the machine (CPU, and
+the GPUs nvidia-smi lists, with their memory and driver), the software of the server's own
+environment (its Python, torch and the CUDA torch was built for) and the prompt suite (its path
+inside the repository and its checksum).
+
+Each probe is a bounded subprocess whose failure is an unknown, never an error: a CPU machine
+has no nvidia-smi, a server started by a wrapper script has no Python kbgen can name, a Python
+without torch has no torch version. The parsers are pure functions of the probes' output.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kbgen import __version__, redact
+from kbgen.bench import prompts
+from kbgen.bench.launch import resolve
+from kbgen.bench.spec import ExperimentSpec, ProcessServer
+from kbgen.errors import KbgenError, UsageError
+from kbgen.kb import files, git
+from kbgen.kb.models import Hardware, Software
+
+GPU_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=name,memory.total,driver_version",
+    "--format=csv,noheader,nounits",
+]
+PROBE_TIMEOUT_S = 60.0  # importing torch takes seconds; a server's Python that hangs does not
+# run in the server's environment: its Python's version, and torch's with the CUDA it was built
+# for (None on a CPU build), as the last line of its output
+TORCH_PROBE = (
+    "import json, platform\n"
+    "try:\n"
+    "    import torch\n"
+    "    found = [torch.__version__, torch.version.cuda]\n"
+    "except Exception:\n"
+    "    found = [None, None]\n"
+    "print(json.dumps([platform.python_version(), *found]))\n"
+)
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | None:
+    """What `command` printed, or None when it is missing, fails or takes too long."""
+    try:
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=True,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+        ).stdout
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return None
+
+
+def gpus(csv_text: str) -> tuple[dict[str, Any], str | None]:
+    """Hardware fields (accelerator, count, accelerator_memory_gib) and the driver version from
+    nvidia-smi's `name,memory.total,driver_version` CSV (no header, no units: MiB).
+
+    GPUs of several models are named together (`A + B`); the memory is the smallest GPU's, the
+    one that bounds what fits on each.
+    """
+    rows = [[cell.strip() for cell in row] for row in csv.reader(csv_text.splitlines()) if row]
+    rows = [row for row in rows if len(row) == 3 and row[0]]
+    if not rows:
+        return {}, None
+    names = list(dict.fromkeys(row[0] for row in rows))
+    found: dict[str, Any] = {"accelerator": " + ".join(names), "count": len(rows)}
+    memories = [row[1] for row in rows]
+    if all(m.isdigit() for m in memories):  # "[N/A]" where the driver does not say
+        found["accelerator_memory_gib"] = round(min(int(m) for m in memories) / 1024, 1)
+    driver = rows[0][2] if rows[0][2] and not rows[0][2].startswith("[") else None
+    return found, driver
+
+
+def cpu() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what the platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def label(host_label: str | None) -> str | None:
+    """A spec's host label as a record keeps it: masked if it looks like a secret."""
+    return None if host_label is None else redact.text(host_label)
+
+
+def local_hardware(host: str | None = None) -> tuple[Hardware, str | None]:
+    """The machine kbgen runs on, labelled `host` (its own name is never taken), and the GPU
+    driver's version."""
+    found: dict[str, Any] = {"cpu": cpu(), "cpu_count": os.cpu_count()}
+    if host is not None:
+        found["host"] = host
+    driver = None
+    if shutil.which("nvidia-smi"):
+        listed = _output(GPU_QUERY)
+        if listed is not None:
+            gpu, driver = gpus(listed)
+            found |= gpu
+    return Hardware(**found), driver
+
+
+def server_python(server: ProcessServer, env: Mapping[str, str]) -> str | None:
+    """The Python that runs a `process` server: its command's first word when that is a Python
+    (`python3`, `.venv/bin/python`), or the interpreter on the first line of the script it
+    names (`vllm`, a console script); None otherwise (a wrapper, `uv run`, a container)."""
+    try:
+        first = resolve(server.command[0], env)
+    except UsageError:
+        return None
+    found = shutil.which(first, path=env.get("PATH"))
+    if found is None:
+        return None
+    if _PYTHON.fullmatch(Path(first).name):
+        return found
+    try:
+        with open(found, "rb") as script:
+            line = script.readline(512).decode(errors="replace")
+    except OSError:
+        return None
+    words = line[2:].split() if line.startswith("#!") else []
+    if words and Path(words[0]).name == "env" and len(words) > 1:
+        words = [shutil.which(words[1], path=env.get("PATH")) or words[1], *words[2:]]
+    if words and _PYTHON.fullmatch(Path(words[0]).name):
+        return words[0]
+    return None
+
+
+def versions(probe_output: str) -> tuple[str | None, str | None, str | None]:
+    """(Python, torch, CUDA) from TORCH_PROBE's output: its last line; Nones if it is not one."""
+    lines = probe_output.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None, None, None
+    if not (isinstance(found, list) and len(found) == 3):
+        return None, None, None
+    python, torch, cuda = (item if isinstance(item, str) and item else None for item in found)
+    return python, torch, cuda
+
+
+def software(spec: ExperimentSpec, driver: str | None = None) -> Software:
+    """kbgen's version and the GPU driver's; for a `process` server, the Python, torch and CUDA
+    of the environment it will run in (the spec's `env` over kbgen's own)."""
+    found: dict[str, Any] = {"kbgen": __version__, "driver": driver}
+    server = spec.server
+    if isinstance(server, ProcessServer):
+        try:
+            env = {**os.environ, **{k: resolve(v) for k, v in server.env.items()}}
+        except UsageError:
+            env = dict(os.environ)
+        python = server_python(server, env)
+        printed = _output([python, "-c", TORCH_PROBE], env) if python else None
+        if printed is not None:
+            found["python"], found["torch"], found["cuda"] = versions(printed)
+    return Software(**{k: v for k, v in found.items() if v is not None})
+
+
+def suite(prompts_path: Path, spec_path: Path | None) -> tuple[str, str | None]:
+    """The prompt suite as a record names it — its path relative to the top of the git work
+    tree holding the spec (the spec's folder outside one; the file's name alone for a suite
+    outside that folder) — and the sha256 of its bytes (None if it cannot be read)."""
+    where = spec_path.parent if spec_path is not None else Path.cwd()
+    try:
+        root = git.toplevel(where)
+    except UsageError:
+        root = where
+    try:
+        name = prompts_path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        name = prompts_path.name
+    try:
+        digest: str | None = hashlib.sha256(
+            files.read_regular(prompts_path, prompts.MAX_BYTES)
+        ).hexdigest()
+    except KbgenError:  # read a moment ago by check_inputs: gone or changed since
+        digest = None
+    return name, digest
+
+
+def git_sha(spec_path: Path | None) -> str | None:
+    """The commit checked out where the spec is (where kbgen runs, without a spec path); None
+    outside a git repository."""
+    return git.head_sha(spec_path.parent if spec_path is not None else Path.cwd())

@@ -1,0 +1,240 @@
+"""What a run measured on: GPUs from nvidia-smi, the server's Python, torch and CUDA, the prompt
+suite's repository path and checksum, the commit — each probe against recorded outputs (fake
+commands on PATH), and none of them an error where the machine has nothing to say."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbgen import __version__
+from kbgen.bench import driver, provenance
+from kbgen.bench.spec import ExperimentSpec, ProcessServer
+from kbgen.kb.models import Software
+from tests.support.git import commit, git
+from tests.support.specs import small_spec
+
+# recorded on the H200 of the proof run (shared/GPU.md): one GPU, and its torch
+H200 = "NVIDIA H200, 143771, 570.133.20\n"
+H200_TORCH = '["3.12.3", "2.11.0+cu130", "13.0"]'
+
+
+def fake(folder: Path, name: str, script: str) -> Path:
+    """An executable `name` in `folder` running the shell `script`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """PATH holds only a folder of fakes (and what /bin/sh needs): no real nvidia-smi."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    if any(Path(p, "nvidia-smi").exists() for p in ("/usr/bin", "/bin")):
+        pytest.fail("this machine has a real nvidia-smi in /usr/bin: the CPU case cannot be shown")
+    return bin_
+
+
+@pytest.mark.parametrize(
+    ("csv_text", "hardware", "driver_version"),
+    [
+        (
+            H200,
+            {"accelerator": "NVIDIA H200", "count": 1, "accelerator_memory_gib": 140.4},
+            "570.133.20",
+        ),
+        (
+            H200 * 8,
+            {"accelerator": "NVIDIA H200", "count": 8, "accelerator_memory_gib": 140.4},
+            "570.133.20",
+        ),
+        (
+            "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA A100-SXM4-40GB, 40960, 550.54.15\n",
+            {
+                "accelerator": "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-40GB",
+                "count": 2,
+                "accelerator_memory_gib": 40.0,
+            },
+            "550.54.15",
+        ),
+        (
+            "NVIDIA GH200 480GB, [N/A], [N/A]\n",
+            {"accelerator": "NVIDIA GH200 480GB", "count": 1},
+            None,
+        ),
+        ("", {}, None),
+        ("No devices were found\n", {}, None),
+    ],
+    ids=["h200", "eight", "mixed", "not-available", "empty", "no-devices"],
+)
+def test_nvidia_smi_csv_gives_the_gpus_their_memory_and_the_driver(
+    csv_text: str, hardware: dict[str, object], driver_version: str | None
+) -> None:
+    assert provenance.gpus(csv_text) == (hardware, driver_version)
+
+
+def test_the_gpus_of_a_gpu_machine(bare_path: Path) -> None:
+    fake(bare_path, "nvidia-smi", f"[ \"$1\" = '{provenance.GPU_QUERY[1]}' ] && printf '{H200}'")
+    hardware, driver_version = provenance.local_hardware("lab-h200")
+    assert (hardware.accelerator, hardware.count) == ("NVIDIA H200", 1)
+    assert hardware.accelerator_memory_gib == 140.4 and driver_version == "570.133.20"
+    assert hardware.host == "lab-h200" and hardware.cpu and hardware.cpu_count
+
+
+@pytest.mark.parametrize("script", [None, "echo 'NVIDIA-SMI has failed' >&2; exit 9"])
+def test_a_cpu_machine_has_no_gpu_and_no_error(bare_path: Path, script: str | None) -> None:
+    if script is not None:  # a driver that is installed but not loaded
+        fake(bare_path, "nvidia-smi", script)
+    hardware, driver_version = provenance.local_hardware()
+    assert hardware.accelerator is None and hardware.count is None and driver_version is None
+    assert hardware.host is None  # no label: no host, and never the machine's own name
+    assert hardware.cpu and hardware.cpu_count
+
+
+@pytest.mark.parametrize(
+    ("label", "kept"),
+    [("lab-h200-1", "lab-h200-1"), ("sk-proj-4f9Qm2LxT7vB1nK8rW3yZ6cD0eH5jA2s", "***")],
+)
+def test_a_host_label_is_kept_unless_it_looks_like_a_secret(label: str, kept: str) -> None:
+    assert provenance.label(label) == kept
+    assert provenance.label(None) is None
+
+
+def _process(
+    tmp_path: Path, command: list[str], env: dict[str, str] | None = None
+) -> ExperimentSpec:
+    server = {"launcher": "process", "command": command, "model": "m", "env": env or {}}
+    return small_spec(tmp_path, server=server)
+
+
+def test_the_server_s_python_torch_and_cuda(tmp_path: Path, bare_path: Path) -> None:
+    # the server's env reaches the probe: the fake answers only with it
+    python = fake(bare_path, "python3", f"[ \"$KBGEN_SITE\" = /tmp/site ] && echo '{H200_TORCH}'")
+    spec = _process(tmp_path, [str(python), "-m", "vllm.entrypoints.cli.main", "serve"])
+    spec_env = _process(tmp_path, [str(python), "-m", "vllm"], env={"KBGEN_SITE": "/tmp/site"})
+    assert provenance.software(spec_env, "570.133.20") == Software(
+        kbgen=__version__,
+        python="3.12.3",
+        torch="2.11.0+cu130",
+        cuda="13.0",
+        driver="570.133.20",
+    )
+    assert provenance.software(spec) == Software(kbgen=__version__)
+
+
+def test_a_console_script_names_its_python(tmp_path: Path, bare_path: Path) -> None:
+    python = fake(bare_path, "python3.12", f"echo '{H200_TORCH}'")
+    vllm = bare_path / "vllm"
+    vllm.write_text("#!/usr/bin/env python3.12\nfrom vllm.entrypoints.cli.main import main\n")
+    vllm.chmod(0o755)
+    spec = _process(tmp_path, ["vllm", "serve"])
+    assert isinstance(spec.server, ProcessServer)
+    assert provenance.server_python(spec.server, os.environ) == str(python)
+    found = provenance.software(spec)
+    assert (found.torch, found.cuda) == ("2.11.0+cu130", "13.0")
+
+
+def test_a_python_without_torch(tmp_path: Path) -> None:
+    """This test's own Python has no torch: its version, and torch and CUDA unknown."""
+    with pytest.raises(ImportError):
+        __import__("torch")
+    found = provenance.software(_process(tmp_path, [sys.executable, "serve.py"]))
+    assert found.python == ".".join(map(str, sys.version_info[:3]))
+    assert found.torch is None and found.cuda is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["bash", "-c", "vllm serve"], ["/no/such/python3"], ["${KBGEN_UNSET_PYTHON}"]],
+    ids=["wrapper", "missing", "unset-reference"],
+)
+def test_a_server_without_a_python_kbgen_can_name(tmp_path: Path, command: list[str]) -> None:
+    assert provenance.software(_process(tmp_path, command)) == Software(kbgen=__version__)
+
+
+def test_a_python_that_hangs_is_given_up(
+    tmp_path: Path, bare_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(provenance, "PROBE_TIMEOUT_S", 0.2)
+    python = fake(bare_path, "python3", "exec sleep 30")
+    found = provenance.software(_process(tmp_path, [str(python)]))
+    assert found == Software(kbgen=__version__)
+
+
+@pytest.mark.parametrize(
+    ("printed", "found"),
+    [
+        (H200_TORCH, ("3.12.3", "2.11.0+cu130", "13.0")),
+        ('a warning on stdout\n["3.11.9", "2.5.1+cpu", null]\n', ("3.11.9", "2.5.1+cpu", None)),
+        ('["3.12.3", null, null]', ("3.12.3", None, None)),
+        ("Traceback (most recent call last):", (None, None, None)),
+        ('{"a": 1}', (None, None, None)),
+        ("", (None, None, None)),
+    ],
+    ids=["h200", "cpu-torch", "no-torch", "not-json", "not-a-list", "nothing"],
+)
+def test_the_probe_s_output(printed: str, found: tuple[str | None, ...]) -> None:
+    assert provenance.versions(printed) == found
+
+
+def test_the_suite_in_a_repository_by_its_path_from_the_top(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "bench" / "prompts").mkdir(parents=True)
+    (repo / "bench" / "experiments").mkdir()
+    suite = repo / "bench" / "prompts" / "seed.jsonl"
+    suite.write_text('{"class": "coding", "prompt": "p"}\n')
+    spec = repo / "bench" / "experiments" / "x.yaml"
+    spec.write_text("schema_version: 1\n")
+    git(repo, "init", "-q")
+    sha = commit(repo, "first")
+    digest = hashlib.sha256(suite.read_bytes()).hexdigest()
+    assert provenance.suite(suite, spec) == ("bench/prompts/seed.jsonl", digest)
+    assert (provenance.git_sha(spec) or "").startswith(sha)
+
+
+def test_the_suite_outside_git_by_its_path_from_the_spec(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    suite = tmp_path / "prompts" / "seed.jsonl"
+    suite.write_text('{"class": "coding", "prompt": "p"}\n')
+    spec = tmp_path / "x.yaml"
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-other.jsonl"
+    elsewhere.write_bytes(suite.read_bytes())
+    digest = hashlib.sha256(suite.read_bytes()).hexdigest()
+    try:
+        assert provenance.suite(suite, spec) == ("prompts/seed.jsonl", digest)
+        # a suite outside the spec's folder: its name, never the machine's absolute path
+        assert provenance.suite(elsewhere, spec) == (elsewhere.name, digest)
+    finally:
+        elsewhere.unlink()
+    assert provenance.git_sha(spec) is None
+
+
+def test_run_json_of_a_process_run_on_a_gpu_machine(tmp_path: Path, bare_path: Path) -> None:
+    fake(bare_path, "nvidia-smi", f"printf '{H200}'")
+    python = fake(bare_path, "python3", f"echo '{H200_TORCH}'")
+    spec = small_spec(
+        tmp_path, server={"launcher": "process", "command": [str(python)], "model": "m"}
+    )
+    spec.host_label = "lab-h200"
+    meta = driver.new_meta(spec, tmp_path / "spec.yaml")
+    assert meta.hardware is not None and meta.hardware.accelerator_memory_gib == 140.4
+    assert meta.software is not None and meta.software.driver == "570.133.20"
+    assert (meta.software.torch, meta.software.cuda) == ("2.11.0+cu130", "13.0")
+    assert (meta.host_label, meta.hardware.host) == ("lab-h200", "lab-h200")
+    assert meta.prompt_suite == "prompts.jsonl" and meta.prompt_suite_sha256
+    assert meta.git_sha is None
+
+
+def test_run_json_of_an_external_server_names_no_hardware(tmp_path: Path, bare_path: Path) -> None:
+    fake(bare_path, "nvidia-smi", f"printf '{H200}'")  # the server may be on another machine
+    meta = driver.new_meta(small_spec(tmp_path))
+    assert meta.hardware is None and meta.software == Software(kbgen=__version__)
