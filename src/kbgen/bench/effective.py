@@ -46,7 +46,9 @@ _KEPT_NESTED = ("speculative_config",)
 _IDENTITY = frozenset(
     {"model_tag", "model", "tokenizer", "served_model_name", "download_dir", "host", "port"}
 )
-_COMPILATION = re.compile(r"""['"](?P<key>mode|cudagraph_mode)['"]: (?P<value>[^,}]+)""")
+_COMPILATION = re.compile(  # an enum's repr may hold a comma: <CUDAGraphMode.FULL: (2, 1)>
+    r"""['"](?P<key>mode|cudagraph_mode)['"]: (?P<value><[^>]*>|[^,}]+)"""
+)
 _ENUM = re.compile(r"<(?P<name>[\w.]+): [^>]*>")  # <CUDAGraphMode.NONE: 0>
 _OPENS, _CLOSES = "([{<", ")]}>"
 

@@ -71,8 +71,12 @@ def parse(number: int, raw: str) -> Line:
 
 
 def lines(text: str) -> Iterator[Line]:
-    """Every line of `text`, taken apart."""
-    for number, raw in enumerate(text.splitlines(), start=1):
+    """Every line of `text`, taken apart: split at newlines only, as the file counts them (a
+    progress bar's carriage returns stay inside its line)."""
+    pieces = text.split("\n")
+    if pieces and not pieces[-1]:
+        pieces.pop()
+    for number, raw in enumerate(pieces, start=1):
         yield parse(number, raw)
 
 
