@@ -92,7 +92,8 @@ def main(argv: list[str]) -> None:
     its output, one `NAME=value` a line (as a wrapper script running `env` would), and, given
     `--dump-to FILE`, its arguments and environment as JSON to FILE (for tests that check what
     a server was started with). `--health-delay S` makes /health answer 503 for its first S
-    seconds, as a server loading its model does.
+    seconds, as a server loading its model does; `--log LINE` writes LINE to its output, as vLLM
+    logs what it chose.
     """
     import os
 
@@ -106,6 +107,9 @@ def main(argv: list[str]) -> None:
             given = value if sep else (True if after.startswith("--") else after)
             options[name.replace("-", "_")] = given
     print(f"non-default args: {options!r}", flush=True)
+    for name, value in itertools.pairwise(argv):
+        if name == "--log":
+            print(value, flush=True)
     for name, value in sorted(os.environ.items()):
         print(f"{name}={value}", flush=True)
     if "--dump-to" in argv:
