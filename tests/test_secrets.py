@@ -211,8 +211,9 @@ def test_the_record_keeps_every_name_and_every_other_argument(pipeline: Outputs)
             id="an-external-server-that-never-answers",
         ),
         pytest.param(
-            # a server that writes what it was given, one argument a line, and dies
-            _corpus_server(["sh", "-c", 'printf "%s\\n" "$@"; echo "$@"; env; exit 3', "sh"]),
+            # a server that writes its environment and what it was given (last: the line the error
+            # names), one argument a line, and dies
+            _corpus_server(["sh", "-c", 'env; printf "%s\\n" "$@"; echo "$@"; exit 3', "sh"]),
             id="a-process-that-echoes-its-arguments-and-dies",
         ),
     ],

@@ -193,3 +193,60 @@ def test_a_spec_that_cannot_run_leaves_no_run_folder(
     assert isinstance(result.exception, SystemExit)  # handled: no traceback
     assert message.format(line=line) in result.stderr.splitlines()[0]
     assert not runs.exists()
+
+
+class _Timed:
+    """A launcher for a server already running whose every start takes the next of `seconds`."""
+
+    def __init__(self, url: str, seconds: list[float]) -> None:
+        self.url, self.seconds = url, seconds
+
+    async def start(self, name: str, variant: Any, log: Path, waiting: Any) -> Launched:
+        return Launched(self.url, startup_s=self.seconds.pop(0))
+
+    async def stop(self) -> None:
+        return None
+
+    def alive(self) -> bool:
+        return True
+
+
+def test_every_launch_s_start_up_time_is_kept_a_resume_s_too(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestServer
+
+    from tests.support.fake_server import FakeVllm
+
+    fake = FakeVllm({2: "http-500"})  # a measured request of variant a fails: a resume redoes it
+
+    async def go(folder: RunFolder | None, seconds: list[float]) -> RunFolder:
+        server = TestServer(fake.app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            spec = _external_spec(str(server.make_url("")), tmp_path)
+            folder = folder or RunFolder.create(
+                tmp_path / "runs", spec.id, "schema_version: 1\n", bench.new_meta(spec)
+            )
+            await bench.run(spec, folder, launcher=_Timed(str(server.make_url("")), seconds))
+            return folder
+        finally:
+            await server.close()
+
+    folder = asyncio.run(go(None, [81.5, 92.25]))
+    assert {v: r.startup_s for v, r in folder.meta().variants.items()} == {
+        "a": [81.5],
+        "b": [92.25],
+    }
+    folder.update_meta(status="running", attempts=2)
+    asyncio.run(go(folder, [79.0]))  # only a is launched again
+    assert {v: r.startup_s for v, r in folder.meta().variants.items()} == {
+        "a": [81.5, 79.0],
+        "b": [92.25],
+    }
+
+
+def test_a_server_kbgen_did_not_launch_has_no_start_up_time(tmp_path: Path) -> None:
+    from tests.support.fake_server import FakeVllm
+
+    folder, _ = _bench_against(FakeVllm(), tmp_path)
+    meta = json.loads((folder.path / "run.json").read_text())
+    assert all("startup_s" not in v for v in meta["variants"].values())  # run.json as before

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench.launch import ProcessLauncher, tail
+from kbgen.bench.launch import Launched, ProcessLauncher, why
 from kbgen.bench.spec import ProcessServer
 from kbgen.errors import ServerFailed
 from kbgen.kb.models import Variant
@@ -26,14 +26,13 @@ def _launch(script: str, tmp_path: Path, timeout_s: float = 3.0) -> tuple[Proces
     return ProcessLauncher(server), tmp_path / "logs" / "v.log"
 
 
-def test_never_healthy_times_out_with_the_log_tail(tmp_path: Path) -> None:
+def test_never_healthy_times_out_naming_its_last_line(tmp_path: Path) -> None:
     script = "import time, sys\nprint('loading weights 37%', flush=True)\ntime.sleep(600)"
     launcher, log = _launch(script, tmp_path, timeout_s=2.0)
     waited: list[float] = []
     with pytest.raises(
         ServerFailed,
-        match=r"not healthy after 2 s; last lines of .*v.log:\n"
-        r"(.|\n)*loading weights 37%",
+        match=r"^\S+ not healthy after 2 s: its last line: loading weights 37% \(in .*v.log\)$",
     ):
         asyncio.run(launcher.start("v", Variant(), log, waited.append))
     assert waited and not launcher.alive()  # it reported the wait, and stopped the process
@@ -42,9 +41,7 @@ def test_never_healthy_times_out_with_the_log_tail(tmp_path: Path) -> None:
 def test_a_server_that_exits_fails_fast(tmp_path: Path) -> None:
     script = "print('CUDA out of memory', flush=True)\nraise SystemExit(3)"
     launcher, log = _launch(script, tmp_path, timeout_s=60)
-    with pytest.raises(
-        ServerFailed, match=r"exited with code 3 while starting(.|\n)*out of memory"
-    ):
+    with pytest.raises(ServerFailed, match=r"exited with code 3 while starting: .*out of memory"):
         asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
 
 
@@ -80,8 +77,8 @@ def test_a_missing_command_is_a_clear_error(tmp_path: Path) -> None:
         )
 
 
-def test_tail_of_a_missing_log() -> None:
-    assert tail(Path("/no/such.log")) == "(no log)"
+def test_why_of_a_missing_log() -> None:
+    assert why(Path("/no/such.log")) == "no log at /no/such.log"
 
 
 def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
@@ -132,7 +129,7 @@ def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None
             launcher="command", url="http://127.0.0.1:9", start="echo unit not found; exit 4"
         )
     )
-    with pytest.raises(ServerFailed, match=r"exited with code 4(.|\n)*unit not found"):
+    with pytest.raises(ServerFailed, match=r"exited with code 4: its last line: unit not found"):
         asyncio.run(launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None))
 
 
@@ -203,3 +200,96 @@ def test_every_start_has_its_command_line_even_after_a_torn_last_line(tmp_path: 
     lines = log.read_text().splitlines()
     assert [line.startswith("$ ") for line in lines] == [True, False, True, False]
     assert lines[1] == "a line the server never ended"
+
+
+# --- why a server failed, in one line ----------------------------------------------------------
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "vllm-logs"
+
+
+def test_a_dead_server_is_named_by_the_first_error_of_its_processes(tmp_path: Path) -> None:
+    """The GPU proof run's failure: the cause 85 lines above the API server's last words."""
+    fixture = LOGS / "gpu-0.26-flashinfer-failure.log"
+    script = (
+        f"import sys\nsys.stdout.write(open({str(fixture)!r}).read().split('\\n', 1)[1])\n"
+        "raise SystemExit(1)"
+    )
+    launcher, log = _launch(script, tmp_path, timeout_s=60)
+    with pytest.raises(ServerFailed) as failed:
+        asyncio.run(launcher.start("ngram", Variant(), log, lambda s: None))
+    message = str(failed.value)
+    assert message == (
+        "the server for variant 'ngram' exited with code 1 while starting: EngineCore: "
+        f"ModuleNotFoundError: No module named 'flashinfer' (the first error in {log})"
+    )
+    assert "See root cause above" in log.read_text()  # the rest stays in the log
+
+
+def test_the_cause_names_the_last_launch_only(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "v.log"
+    log.parent.mkdir()
+    log.write_text("$ serve\nERROR:    an earlier launch's failure\n")
+    launcher, _ = _launch("print('loading 12%', flush=True)\nraise SystemExit(2)", tmp_path, 60)
+    with pytest.raises(ServerFailed, match=r"code 2 while starting: its last line: loading 12%"):
+        asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+
+
+def test_a_timed_out_server_is_not_named_by_its_own_shutdown(tmp_path: Path) -> None:
+    """What a server says as it is stopped (a KeyboardInterrupt traceback) is not why it failed."""
+    script = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n"
+        "    print('Traceback (most recent call last):', flush=True)\n"
+        "    print('KeyboardInterrupt: terminated', flush=True)\n"
+        "    sys.exit(1)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('compiling the model', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    launcher, log = _launch(script, tmp_path, timeout_s=2.0)
+    with pytest.raises(ServerFailed, match=r"after 2 s: its last line: compiling the model \(in "):
+        asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+    assert "KeyboardInterrupt" in log.read_text()
+
+
+def test_a_secret_in_the_cause_is_masked(tmp_path: Path) -> None:
+    secret = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv"
+    script = (
+        f"print('ERROR:    cannot log in with HF_TOKEN={secret}', flush=True)\nraise SystemExit(1)"
+    )
+    launcher, log = _launch(script, tmp_path, timeout_s=60)
+    with pytest.raises(ServerFailed) as failed:
+        asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+    assert "cannot log in with HF_TOKEN=" in str(failed.value)
+    assert secret not in str(failed.value) and secret not in log.read_text()
+
+
+# --- start-up time ------------------------------------------------------------------------------
+
+
+def test_a_launch_is_timed_until_the_server_answers_healthy(tmp_path: Path) -> None:
+    from tests.support import fake_server
+
+    delay = 1.5
+    server = ProcessServer(
+        launcher="process",
+        command=[sys.executable, fake_server.__file__],
+        model="m",
+        args=["--health-delay", str(delay)],
+        port=free_port(),
+        startup_timeout_s=60,
+    )
+    launcher = ProcessLauncher(server)
+    log = tmp_path / "v.log"
+
+    async def go() -> tuple[Launched, Launched]:
+        try:
+            first = await launcher.start("v", Variant(), log, lambda s: None)
+            again = await launcher.start("v", Variant(), log, lambda s: None)
+            return first, again
+        finally:
+            await launcher.stop()
+
+    first, again = asyncio.run(go())
+    assert first.startup_s is not None and first.startup_s >= delay
+    assert again.reused and again.startup_s is None  # a reused server is no launch

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from kbgen.bench import driver as bench
 from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.errors import Mismatch
 from kbgen.kb import loading as kb
 from kbgen.record import command, compose
+from kbgen.site import render
+from tests.support import fake_server
+from tests.support.free_port import free_port
 from tests.support.runs import SECRET, SPEC, make_run
+from tests.support.specs import small_spec
 
 
 def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Path) -> None:
@@ -149,3 +156,84 @@ def test_torn_samples_lines_are_dropped_with_a_caveat_and_others_refused(
     result = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"{samples}:2: not a sample (not JSON)")
+
+
+# --- what the servers ran with, and their start-up ------------------------------------------------
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "vllm-logs"
+
+
+def test_the_record_keeps_each_arm_s_effective_settings_and_their_confound(
+    tmp_path: Path, records: Path
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, prompts=8)
+    for arm in ("baseline", "ngram"):
+        (run / "logs" / f"{arm}.log").write_bytes((LOGS / f"gpu-0.26-{arm}.log").read_bytes())
+    saved = kb.load_file(command.record_run(run, records))
+    assert saved.effective["baseline"].behaviour == {
+        "async_scheduling": "enabled",
+        "model_runner": "V2",
+    }
+    assert saved.effective["ngram"].behaviour == {
+        "async_scheduling": "disabled",
+        "model_runner": "V1",
+    }
+    assert saved.effective["ngram"].args["speculative_config"]["method"] == "ngram"
+    assert saved.verdict is not None
+    confounds = [c for c in saved.verdict.caveats if "beyond the arms' arguments" in c]
+    assert [c.split(": ", 1)[1].split(" ")[0] for c in confounds] == [
+        "async_scheduling",
+        "model_runner",
+    ]
+    summary = RunFolder(run).effective("ngram")
+    assert summary is not None and summary == saved.effective["ngram"]
+
+
+def test_a_run_without_logs_has_no_effective_settings(tmp_path: Path, records: Path) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    text = command.record_run(run, records).read_text()
+    assert "effective:" not in text and "startup_s:" not in text  # the record as before
+
+
+def test_start_up_time_from_a_slow_server_reaches_the_record_and_its_page(
+    tmp_path: Path, records: Path
+) -> None:
+    """The loopback stand-in answers /health only after `delay`: each launch took at least it."""
+    delay = 1.0
+    warning = (
+        "(APIServer pid=1) WARNING 12-01 10:00:00 [vllm.py:1078] Async scheduling not supported "
+        "with ngram-based speculative decoding and will be disabled."
+    )
+    spec = small_spec(
+        tmp_path,
+        "slow",
+        server={
+            "launcher": "process",
+            "command": [sys.executable, fake_server.__file__],
+            "model": "m",
+            "args": ["--health-delay", str(delay)],
+            "port": free_port(),
+            "startup_timeout_s": 60,
+        },
+        variants={"a": {}, "b": {"args": ["--log", warning]}},
+        per_class=1,
+    )
+    text = yaml.safe_dump(spec.model_dump(mode="json", exclude_unset=True))
+    folder = RunFolder.create(tmp_path / "runs", spec.id, text, bench.new_meta(spec))
+    asyncio.run(bench.run(spec, folder))
+    record, _ = compose.from_run(folder, "slow")
+    assert set(record.startup_s) == {"a", "b"}
+    assert all(len(s) == 1 and s[0] >= delay for s in record.startup_s.values())
+    assert record.effective["b"].behaviour == {"async_scheduling": "disabled"}
+    assert record.verdict is not None and any(
+        "async_scheduling disabled for b, not logged for a" in c for c in record.verdict.caveats
+    )
+    summary = yaml.safe_load((folder.path / "summary.json").read_text())
+    assert summary["variants"]["b"]["effective"]["behaviour"] == {"async_scheduling": "disabled"}
+
+    page = next(iter(render.record_pages(render.environment(None), record, "r", {}).values()))
+    servers = page.split("## Servers", 1)[1].split("## Provenance", 1)[0]
+    for arm in ("a", "b"):
+        assert f"| {arm} | {render.number(record.startup_s[arm][0])} s |" in servers
+    assert "| b | " in servers and "async_scheduling disabled |" in servers
+    assert "b's server warned: `Async scheduling not supported" in servers

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -19,9 +20,12 @@ CAPTURE = Path(__file__).parents[1] / "fixtures" / "vllm" / "baseline-completion
 class FakeVllm:
     """Serves /health, /version, /v1/models, /metrics and streaming /v1/completions."""
 
-    def __init__(self, faults: dict[int, str] | None = None, model: str = "fake") -> None:
+    def __init__(
+        self, faults: dict[int, str] | None = None, model: str = "fake", health_delay_s: float = 0
+    ) -> None:
         self.faults = faults or {}  # request number (from 0, warm-up included) -> fault
         self.model = model  # what /v1/models and the metrics' labels call the model
+        self.healthy_at = time.monotonic() + health_delay_s  # a start-up that takes its time
         self.requests = 0
         self.generated = 0
         body = CAPTURE.read_bytes()
@@ -42,7 +46,7 @@ class FakeVllm:
         return app
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.Response(text="")
+        return web.Response(text="", status=200 if time.monotonic() >= self.healthy_at else 503)
 
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": "0.32.0"})
@@ -87,7 +91,9 @@ def main(argv: list[str]) -> None:
     arguments; any other argument is accepted and ignored. It also writes its environment to
     its output, one `NAME=value` a line (as a wrapper script running `env` would), and, given
     `--dump-to FILE`, its arguments and environment as JSON to FILE (for tests that check what
-    a server was started with).
+    a server was started with). `--health-delay S` makes /health answer 503 for its first S
+    seconds, as a server loading its model does; `--log LINE` writes LINE to its output, as vLLM
+    logs what it chose.
     """
     import os
 
@@ -101,12 +107,19 @@ def main(argv: list[str]) -> None:
             given = value if sep else (True if after.startswith("--") else after)
             options[name.replace("-", "_")] = given
     print(f"non-default args: {options!r}", flush=True)
+    for name, value in itertools.pairwise(argv):
+        if name == "--log":
+            print(value, flush=True)
     for name, value in sorted(os.environ.items()):
         print(f"{name}={value}", flush=True)
     if "--dump-to" in argv:
         Path(last("--dump-to")).write_text(json.dumps({"argv": argv, "env": dict(os.environ)}))
+    delay = float(last("--health-delay")) if "--health-delay" in argv else 0.0
     web.run_app(
-        FakeVllm(model=argv[0]).app(), host=last("--host"), port=int(last("--port")), print=None
+        FakeVllm(model=argv[0], health_delay_s=delay).app(),
+        host=last("--host"),
+        port=int(last("--port")),
+        print=None,
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from kbgen import __version__
 from kbgen.bench import machine, metrics, prompts, provenance
 from kbgen.bench.client import Client, Timeouts
-from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for
+from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
@@ -185,6 +185,10 @@ async def run(
         suite = check_inputs(spec, folder.spec_path)
     await _Run(spec, folder, events or NoEvents(), launcher, suite).all_windows()
     run_totals = totals(spec, folder)
+    for name, variant_totals in run_totals.variants.items():
+        settings = folder.effective(name)
+        if settings is not None:  # summary.json as before for a server with no vLLM log
+            variant_totals.effective = settings
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
     return run_totals
@@ -277,6 +281,9 @@ class _Run:
             served = await client.served_model()
             model = served.id
             earlier = self.folder.meta().variants.get(name)
+            startups = [*(earlier.startup_s if earlier else [])]
+            if launched.startup_s is not None:
+                startups.append(launched.startup_s)
             info = VariantRun(
                 url=launched.url,
                 command=launched.command,
@@ -286,6 +293,7 @@ class _Run:
                 model=model,
                 max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
+                **({"startup_s": startups} if startups else {}),  # run.json as before without
             )
             self.events.variant_started(name, len(todo), launched)
             await self.warm_up(client, name, model)
@@ -318,9 +326,9 @@ class _Run:
         if failure:
             kept = len([s for s in self.folder.samples() if s.ok])
             raise ServerFailed(
-                f"the server stopped answering during variant {name!r} ({failure}); "
-                f"{kept} finished samples are kept in {self.folder.path}; server log: "
-                f"{self.folder.log(name)}. Continue with: kbgen bench --resume {self.folder.path}"
+                f"the server stopped answering during variant {name!r} ({failure}): "
+                f"{why(self.folder.log(name))}; {kept} finished samples are kept in "
+                f"{self.folder.path}. Continue with: kbgen bench --resume {self.folder.path}"
             )
 
     def round_field(self, round_: int) -> int | None:

@@ -2,10 +2,12 @@
 
 `process` starts the exact command the spec gives (vLLM's own `vllm serve`, or a wrapper) with the
 variant's arguments appended, keeps its output in the run folder, waits for `/health` as long as
-the spec allows (a large model loads for an hour), fails fast with the log's tail when the process
-exits, and stops its whole process group — the engine's workers included — with SIGTERM, then
-SIGKILL. A variant whose arguments equal the running server's reuses it (`command`: one whose
-start command equals the one that ran).
+the spec allows (a large model loads for an hour), fails fast when the process exits, and stops
+its whole process group — the engine's workers included — with SIGTERM, then SIGKILL. A server
+that fails is named in one line by the first error any of its processes wrote (`why`), with the
+log's path; the log keeps the rest. A launch is timed until the server answers healthy. A
+variant whose arguments equal the running server's reuses it (`command`: one whose start
+command equals the one that ran).
 
 Secrets stay out of what kbgen keeps and prints: the command line written to the log and to
 run.json is redacted, and so is every line of the server's output on its way into the log (vLLM
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kbgen import redact
+from kbgen.bench import logline, rootcause
 from kbgen.bench.client import Client
 from kbgen.bench.spec import (
     CommandServer,
@@ -48,9 +51,9 @@ from kbgen.kb import files
 from kbgen.kb.models import Variant
 from kbgen.kb.problems import located
 
-TAIL_LINES = 30
 POLL_S = 0.5
 LINE_LIMIT = 2**20  # a longer line of server output is kept in pieces of this size
+CAUSE_BYTES = 16 * LINE_LIMIT  # how much of a log's end is searched for why a server failed
 COPY_GRACE_S = 5.0  # how long the output of an ended server may take to reach its log
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -64,6 +67,7 @@ class Launched:
     env: dict[str, str] = field(default_factory=dict)
     reused: bool = False
     pid: int | None = None  # of a server process kbgen started
+    startup_s: float | None = None  # from launching it until healthy; None: not launched here
 
 
 Waiting = Callable[[float], None]  # called while waiting, with the seconds waited so far
@@ -77,13 +81,25 @@ class Launcher(Protocol):
     def alive(self) -> bool: ...
 
 
-def tail(log: Path, lines: int = TAIL_LINES) -> str:
-    """The last lines of a log, for an error message (secrets masked, should any be there)."""
+def why(log: Path, end: int | None = None) -> str:
+    """What the last launch in `log` (up to byte `end`) says went wrong, in one line for an
+    error message: its first error (`rootcause.cause`) or else its last line, and where the
+    whole log is. Secrets masked, should any be there."""
     try:
-        text = log.read_text(errors="replace")
+        with log.open("rb") as file:
+            size = file.seek(0, os.SEEK_END) if end is None else end
+            file.seek(max(0, size - CAUSE_BYTES))
+            text = file.read(size - file.tell()).decode(errors="replace")
     except OSError:
-        return "(no log)"
-    return redact.text("\n".join(text.rstrip().splitlines()[-lines:])) or "(log is empty)"
+        return f"no log at {log}"
+    launch = (logline.launches(logline.lines(text)) or [[]])[-1]
+    found = rootcause.cause(launch)
+    if found is not None:
+        return f"{redact.text(found)} (the first error in {log})"
+    said = rootcause.last(launch)
+    if said is not None:
+        return f"its last line: {redact.text(said)} (in {log})"
+    return f"it wrote nothing to {log}"
 
 
 def resolve(value: str, environ: Mapping[str, str] | None = None) -> str:
@@ -201,6 +217,13 @@ async def wait_healthy(
             await asyncio.sleep(POLL_S)
 
 
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
 def _port_taken(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1)
@@ -268,6 +291,7 @@ class ProcessLauncher:
         environment = {name: resolve(value) for name, value in self.server.env.items()}
         resolved = [resolve(arg) for arg in argv]
         _start_line(log, shlex.join(launched.command))
+        started = time.monotonic()
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *resolved,
@@ -298,8 +322,11 @@ class ProcessLauncher:
         try:
             await wait_healthy(self.server.url, self.server.startup_timeout_s, waiting, died)
         except ServerFailed as exc:
-            await self.stop()  # its last words are in the log once it is stopped
-            raise ServerFailed(f"{exc}; last lines of {log}:\n{tail(log)}") from exc
+            # what a server still running said before it is stopped: not its shutdown's noise
+            end = None if died() is not None else _size(log)
+            await self.stop()  # the last words of one that exited are in the log once stopped
+            raise ServerFailed(f"{exc}: {why(log, end)}") from exc
+        launched.startup_s = time.monotonic() - started
         launched.pid = self.process.pid if self.process else None
         return launched
 
@@ -351,9 +378,7 @@ class CommandLauncher:
         code = await process.wait()
         await _copied(copier)
         if code != 0:
-            raise ServerFailed(
-                f"`{shown}` exited with code {code}; last lines of {log}:\n{tail(log)}"
-            )
+            raise ServerFailed(f"`{shown}` exited with code {code}: {why(log)}")
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
         command = _filled(self.server.start, name, shlex.join(server_args(variant)))
@@ -363,9 +388,11 @@ class CommandLauncher:
             launched.reused = True  # the same start command: the server already runs it
             return launched
         await self.stop()
+        started = time.monotonic()
         await self._shell(command, log)
         self.running, self.started, self.log = name, command, log
         await wait_healthy(url, self.server.startup_timeout_s, waiting)
+        launched.startup_s = time.monotonic() - started
         return launched
 
     async def stop(self) -> None:

@@ -67,6 +67,8 @@ class RichEvents:
             self.progress.remove_task(self._wait_task)
             self._wait_task = None
         how = "reused" if launched.reused else "ready"
+        if launched.startup_s is not None:
+            how += f" after {launched.startup_s:.1f} s"
         self.console.print(f"server for [bold]{variant}[/] {how} at {redact.text(launched.url)}")
         self._tasks[variant] = self.progress.add_task(
             f"{self._round}[bold]{variant}[/]", total=todo, status=""

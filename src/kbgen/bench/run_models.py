@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
-from kbgen.kb.models import Hardware, Model, Software
+from kbgen.kb.models import EffectiveSettings, Hardware, Model, Software
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -50,6 +50,11 @@ class VariantRun(Model):
     model: str = Field(description="The served model, as `/v1/models` names it.")
     max_model_len: Int | None = Field(ge=1, description="The served context length.")
     windows: list[Window] = Field(description="Its measurement windows, in order.")
+    startup_s: list[NonNegative] = Field(
+        default_factory=list,
+        description="Seconds from launching its server until it answered healthy, one per "
+        "launch, resumes included (a reused server is no launch; absent: none measured).",
+    )
 
 
 class RunMeta(Model):
@@ -107,6 +112,10 @@ class VariantTotals(Model):
     )
     tokens_match: Bool | None = Field(
         description="Whether every window's counts agree (None without such a window)."
+    )
+    effective: EffectiveSettings | None = Field(
+        default=None,
+        description="What its server said it ran with, from its log (absent: no vLLM log).",
     )
 
 

@@ -4,8 +4,9 @@
     run.json              what ran where: versions, models, launch commands, windows, status
     samples.jsonl         one line per finished request, appended and flushed at once
     metrics/*.prom        /metrics before and after each measurement window
-    logs/<variant>.log    the server's output
-    summary.json          per-variant totals and the client/server token cross-check
+    logs/<variant>.log    the server's output, every launch of it, each after its `$ COMMAND` line
+    summary.json          per-variant totals, the client/server token cross-check, and what
+                          each server said it ran with (`bench.effective`, from its log)
 
 The two JSON files are read and written as `bench.run_models`' models; a file that does not
 fit them is an InvalidInput located at its line and field.
@@ -40,15 +41,16 @@ from typing import TextIO, TypeVar
 from pydantic import ValidationError
 
 from kbgen import redact
-from kbgen.bench import metrics
+from kbgen.bench import effective, logline, metrics
 from kbgen.bench.run_models import RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
 from kbgen.kb import files, store
-from kbgen.kb.models import Model
+from kbgen.kb.models import EffectiveSettings, Model
 
 MAX_SAMPLES_BYTES = 1024 * files.MIB  # about half a million requests of 1,000 tokens each
 MAX_METRICS_BYTES = 64 * files.MIB  # a /metrics scrape of vLLM is a few hundred KB
+MAX_LOG_BYTES = 1024 * files.MIB  # vLLM logs a line every 10 s: a week of a server is ~30 MB
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,19 @@ class RunFolder:
 
     def log(self, variant: str) -> Path:
         return self.path / "logs" / f"{variant}.log"
+
+    def read_log(self, variant: str) -> str | None:
+        """A variant's server log (every launch of it), read inside the folder; None when
+        kbgen kept none (a server it did not start)."""
+        path = self.log(variant)
+        if not os.path.lexists(path):
+            return None
+        return files.read_regular(path, MAX_LOG_BYTES, self.path).decode(errors="replace")
+
+    def effective(self, variant: str) -> EffectiveSettings | None:
+        """What a variant's server said it ran with (`bench.effective`), from its log."""
+        text = self.read_log(variant)
+        return None if text is None else effective.of_lines(logline.lines(text))
 
     # --- run.json ------------------------------------------------------------------------
 

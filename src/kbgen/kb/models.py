@@ -734,6 +734,46 @@ class Verdict(Model):
     )
 
 
+class EffectiveSettings(Model):
+    """What one variant's server said it ran with (vLLM's own log), beyond the arguments given.
+
+    vLLM changes settings by itself: with n-gram speculation it turns off async scheduling and
+    falls back from Model Runner V2 to V1. Compared between the arms, a difference the arms'
+    own arguments do not explain is a caveat on the verdict.
+    """
+
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="vLLM's logged `non-default args: {...}` (the arguments that differ from its "
+        "defaults, as it parsed them).",
+        examples=[{"max_model_len": 2048, "enforce_eager": True}],
+    )
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description="The engine configuration vLLM logged at start (`Initializing a V1 LLM "
+        "engine (vX) with config: ...`): its key=value pairs with plain values, the speculative "
+        "config, and the compilation config's `mode` and `cudagraph_mode`, as logged.",
+        examples=[{"dtype": "torch.bfloat16", "enforce_eager": "False"}],
+    )
+    behaviour: dict[str, str] = Field(
+        default_factory=dict,
+        description="What the engine chose at start, read from its log lines: `async_scheduling` "
+        "(enabled, disabled) and `model_runner` (V1, V2); absent when it did not say.",
+        examples=[{"async_scheduling": "disabled", "model_runner": "V1"}],
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Its warnings that change behaviour (something not supported, disabled, "
+        "ignored, falling back), each once across its processes and launches.",
+        examples=[
+            [
+                "Async scheduling not supported with ngram-based speculative decoding and "
+                "will be disabled."
+            ]
+        ],
+    )
+
+
 class Provenance(Model):
     """Where the numbers of a record come from."""
 
@@ -810,6 +850,16 @@ class Record(Model):
     related: list[Slug] = Field(default_factory=list, description="Records worth reading too.")
     tags: list[Slug] = Field(default_factory=list, description="Free tags for the site.")
     provenance: Provenance | None = Field(default=None, description="Where the numbers come from.")
+    effective: dict[Slug, EffectiveSettings] = Field(
+        default_factory=dict,
+        description="What each variant's server said it ran with (measured records from a log).",
+    )
+    startup_s: dict[Slug, list[NonNegative]] = Field(
+        default_factory=dict,
+        description="Seconds from launching each variant's server until it answered healthy, "
+        "one per launch (a server reused from the arm before is no launch).",
+        examples=[{"baseline": [81.4, 79.9], "ngram": [92.0]}],
+    )
     raw_samples: RawSamples | None = Field(default=None, description="The samples behind it.")
 
     @model_validator(mode="after")
@@ -828,7 +878,7 @@ class Record(Model):
                 errors.append((("supersedes", i), "a record cannot supersede itself"))
         if self.config is not None:
             variants = self.config.variants
-            for section in ("measurements", "spec_decode"):
+            for section in ("measurements", "spec_decode", "effective", "startup_s"):
                 for name in getattr(self, section):
                     if name not in variants:
                         errors.append(((section, name), f"{name!r} is not a variant in config"))

@@ -33,7 +33,7 @@ from kbgen.kb.models import (
     Workload,
     baseline_first,
 )
-from kbgen.record import figures, verdict
+from kbgen.record import confounds, figures, verdict
 from kbgen.record import importers as imports
 from kbgen.record.evidence import Evidence, evidence_of_run
 
@@ -102,6 +102,13 @@ def from_run(
             f"{evidence.torn} line(s) of the run's samples.jsonl were torn by a kill mid-write "
             "and dropped (their requests were sent again on the resume)"
         )
+    effective = {v: e for v in order if (e := run.effective(v)) is not None}
+    caveats += confounds.caveats(spec.baseline, spec.variants, effective)
+    startup_s = {  # to a tenth of a second: a start-up takes seconds to hours
+        v: [round(s, 1) for s in meta.variants[v].startup_s]
+        for v in order
+        if meta.variants[v].startup_s
+    }
     first = meta.variants[spec.baseline]
     hardware = meta.hardware or Hardware()
     workload = spec.workload
@@ -153,6 +160,7 @@ def from_run(
             ),
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
+        **figures.known(effective=effective or None, startup_s=startup_s or None),
     )
     return record, evidence
 

@@ -29,7 +29,7 @@ from kbgen.record.evidence import Evidence, samples_bytes
 
 AUTHORED = {"schema_version", "id", "title", "created", "hypothesis"}  # kept when filling in
 JOINED = ("resolves", "tags")  # the author's, then the composed record's
-REPLACED = ("measurements", "spec_decode")  # replaced whole, in place: no stale rows
+REPLACED = ("measurements", "spec_decode", "effective", "startup_s")  # whole: no stale rows
 
 
 def write(

@@ -1,0 +1,194 @@
+"""What a vLLM server ran with, read from its log: arguments, engine config, choices, warnings.
+
+The arguments kbgen gives are not all a server runs with: vLLM turns settings off or falls back
+by itself, and says so only in its log. Read from one variant's log (every launch of it, every
+process, each thing once), these lines (vLLM 0.26.0 / 0.32.0 source locations):
+
+- `non-default args: {...}` (`entrypoints/serve/utils/api_utils.py:273` / `:286`,
+  `log_non_default_args`): a Python dict repr, read with `ast.literal_eval`.
+- `Initializing a V1 LLM engine (v0.26.0) with config: model=..., speculative_config=..., ...`
+  (`v1/engine/core.py:117` / `:134`; the pairs are `VllmConfig.__str__`, `config/vllm.py:2090`
+  / `:2703`): its pairs with plain values, the speculative config, and the compilation config's
+  `mode` and `cudagraph_mode`. (Of both, the model's name and paths, the host and the port are
+  left out: they name the server, not how it runs.)
+- What the engine chose (`behaviour`): `async_scheduling` from `Asynchronous scheduling is
+  enabled.`/`disabled.` (0.26 `config/vllm.py:1110`; 0.32 does not log it) and from `Async
+  scheduling not supported with ngram-based speculative decoding and will be disabled.` and
+  the other `Async scheduling … will be / is disabled` warnings (`config/vllm.py:1078` /
+  `:1606`); `model_runner` V2 from `Using V2 Model Runner` (0.26 `v1/worker/gpu_worker.py:378`;
+  0.32 `v1/worker/cpu_worker.py:162`), V1 from `Model Runner V2 does not yet support …; using
+  the V1 model runner instead.` and `Model Runner V2 requires Triton; using the V1 model runner
+  instead.` (`config/vllm.py:585`, `:578` / `:733`, `:726`).
+- WARNING lines that change behaviour: something not supported, not compatible, disabled,
+  ignored, overridden, a fallback or something used instead.
+
+Pure: log lines in, `EffectiveSettings` out; a line that does not parse is skipped, never an
+error (a log is the server's, not the user's).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from kbgen.bench.logline import Line
+from kbgen.kb.models import EffectiveSettings
+
+NON_DEFAULT = "non-default args: "
+_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (?P<config>.*)$")
+_KEY = re.compile(r"[A-Za-z_]\w*=")
+_PLAIN = re.compile(r"[^()\[\]{}<>]*")  # a value with nothing nested in it
+_KEPT_NESTED = ("speculative_config",)
+# they name the server (its model, paths, address), not how it runs: left out
+_IDENTITY = frozenset(
+    {"model_tag", "model", "tokenizer", "served_model_name", "download_dir", "host", "port"}
+)
+_COMPILATION = re.compile(  # an enum's repr may hold a comma: <CUDAGraphMode.FULL: (2, 1)>
+    r"""['"](?P<key>mode|cudagraph_mode)['"]: (?P<value><[^>]*>|[^,}]+)"""
+)
+_ENUM = re.compile(r"<(?P<name>[\w.]+): [^>]*>")  # <CUDAGraphMode.NONE: 0>
+_OPENS, _CLOSES = "([{<", ")]}>"
+
+# (pattern, setting, its value: None for the pattern's first group)
+_BEHAVIOUR: list[tuple[re.Pattern[str], str, str | None]] = [
+    (re.compile(r"^Asynchronous scheduling is (enabled|disabled)\."), "async_scheduling", None),
+    (
+        re.compile(r"^Async(?:hronous)? scheduling\b.*\b(?:will be|is) disabled", re.I),
+        "async_scheduling",
+        "disabled",
+    ),
+    (re.compile(r"^Using V2 Model Runner"), "model_runner", "V2"),
+    (re.compile(r"using the V1 model runner instead", re.I), "model_runner", "V1"),
+]
+_CHANGES = re.compile(
+    r"not (?:yet )?supported|does not (?:yet )?support|not compatible|\bdisabl(?:e|ed|es|ing)\b"
+    r"|fall(?:s|ing)? ?back|fallback|\binstead\b|\bignored\b|\boverrid(?:e|es|den|ing)\b",
+    re.I,
+)
+
+
+def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
+    """The settings these lines (one variant's log) show; None when they show none (a server
+    that is not vLLM, or one kbgen did not start)."""
+    args: dict[str, Any] = {}
+    config: dict[str, str] = {}
+    behaviour: dict[str, str] = {}
+    warnings: list[str] = []
+    for line in lines:
+        message = line.message.strip()
+        if message.startswith(NON_DEFAULT):
+            args.update(_args(message[len(NON_DEFAULT) :]))
+        elif found := _CONFIG.search(message):
+            config.update(_config(found.group("config")))
+        for pattern, setting, value in _BEHAVIOUR:
+            if matched := pattern.search(message):
+                behaviour[setting] = value or matched.group(1)
+                break
+        if line.level == "WARNING" and _CHANGES.search(message) and message not in warnings:
+            warnings.append(message)
+    for name in _IDENTITY:
+        args.pop(name, None)
+        config.pop(name, None)
+    if not (args or config or behaviour or warnings):
+        return None
+    return EffectiveSettings(args=args, config=config, behaviour=behaviour, warnings=warnings)
+
+
+def explains_behaviour(warning: str) -> str | None:
+    """The `behaviour` setting a warning sets, if it sets one."""
+    for pattern, setting, _ in _BEHAVIOUR:
+        if pattern.search(warning):
+            return setting
+    return None
+
+
+def _split(text: str, separator: re.Pattern[str]) -> list[str]:
+    """`text` cut at each top-level `, ` followed by `separator` (not inside brackets or
+    quotes)."""
+    pieces, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in _OPENS:
+            depth += 1
+        elif char in _CLOSES:
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(", ", i) and separator.match(text, i + 2):
+            pieces.append(text[start:i])
+            start = i + 2
+            i += 1
+        i += 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def _config(text: str) -> dict[str, str]:
+    """The engine config's pairs that matter: plain values, the speculative config, and the
+    compilation config's mode and cudagraph_mode."""
+    out: dict[str, str] = {}
+    for piece in _split(text.strip(), _KEY):
+        key, sep, value = piece.partition("=")
+        if not sep or not key.isidentifier():
+            continue
+        if key == "compilation_config":
+            for found in _COMPILATION.finditer(value):
+                shown = _ENUM.sub(lambda m: m.group("name"), found.group("value").strip())
+                out[f"compilation_config.{found.group('key')}"] = shown
+        elif key in _KEPT_NESTED or _PLAIN.fullmatch(value):
+            out[key] = value
+    return out
+
+
+_ARG_KEY = re.compile(r"""['"][^'"]*['"]: """)
+
+
+def _args(text: str) -> dict[str, Any]:
+    """The logged dict of non-default args; a value that is not a Python literal (an object's
+    repr) kept as its text."""
+    text = text.strip()
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        return {str(key): _plain(value) for key, value in parsed.items()}
+    if not (text.startswith("{") and text.endswith("}")):
+        return {}
+    out: dict[str, Any] = {}
+    for piece in _split(text[1:-1], _ARG_KEY):
+        key, sep, value = piece.partition(": ")
+        if not sep:
+            continue
+        try:
+            name = ast.literal_eval(key)
+            value_ = _plain(ast.literal_eval(value))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value_ = value
+            name = key.strip("'\"")
+        out[str(name)] = value_
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A literal as a record can keep it: JSON's types (tuples and sets as lists; anything
+    else as its text)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_plain(v) for v in value), key=repr)
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)

@@ -1,0 +1,89 @@
+"""Differences between the arms that their own arguments do not explain: caveats on the verdict.
+
+Each variant's server logged what it ran with (`bench.effective`). Compared with the
+baseline's, a setting of the engine config or a choice the engine made (`behaviour`) that
+differs is explained only when the arms set it themselves: a flag of either arm's arguments
+(`--max-model-len` explains `max_seq_len`), its speculative config, or a key in which the
+arms' logged non-default arguments differ. Anything else — async scheduling turned off, the
+V1 model runner instead of V2, both by vLLM's own choice under n-gram speculation — measures
+more than the arms' arguments, and the verdict says so. So does a behaviour-changing warning
+only one arm's server gave (unless it is the evidence of such a difference already).
+A spec pins a setting on every arm with its common arguments or environment (e.g.
+`--no-async-scheduling`, `VLLM_USE_V2_MODEL_RUNNER=0`), and the difference goes away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kbgen.bench.effective import explains_behaviour
+from kbgen.kb.models import EffectiveSettings, Variant
+
+NOT_LOGGED = "not logged"
+# a logged setting, and the arguments that set it besides its own name
+_SET_BY: dict[str, frozenset[str]] = {
+    "max_seq_len": frozenset({"max_model_len"}),
+    "device_config": frozenset({"device"}),
+    "compilation_config.mode": frozenset(
+        {"compilation_config", "optimization_level", "enforce_eager"}
+    ),
+    "compilation_config.cudagraph_mode": frozenset(
+        {"compilation_config", "optimization_level", "enforce_eager"}
+    ),
+}
+_SHORT_FLAGS = {"O": "optimization_level", "cc": "compilation_config"}
+
+
+def _flag(arg: str) -> str | None:
+    """The setting an argument names: `--no-enable-prefix-caching` → `enable_prefix_caching`."""
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return None
+    name = arg.lstrip("-").split("=", 1)[0]
+    if arg.startswith("-O") and not arg.startswith("--"):
+        return "optimization_level"
+    name = _SHORT_FLAGS.get(name.split(".", 1)[0], name)
+    if name.startswith("no-"):
+        name = name[3:]
+    return name.replace("-", "_")
+
+
+def given(variant: Variant) -> set[str]:
+    """The settings an arm's own arguments set."""
+    names = {name for name in map(_flag, variant.args) if name}
+    if variant.speculative_config is not None:
+        names.add("speculative_config")
+    return names
+
+
+def caveats(
+    baseline: str, variants: Mapping[str, Variant], effective: Mapping[str, EffectiveSettings]
+) -> list[str]:
+    """One caveat per setting in which a variant's server differs from the baseline's without
+    the arms' arguments setting it, and per behaviour-changing warning only one of them gave.
+    Nothing where the baseline's server logged nothing."""
+    base = effective.get(baseline)
+    if base is None:
+        return []
+    out: list[str] = []
+    for name, mine in effective.items():
+        if name == baseline or name not in variants:
+            continue
+        explained = given(variants[baseline]) | given(variants[name])
+        explained |= {k for k in {*base.args, *mine.args} if base.args.get(k) != mine.args.get(k)}
+        for section in ("config", "behaviour"):
+            theirs, ours = getattr(base, section), getattr(mine, section)
+            for key in dict.fromkeys([*theirs, *ours]):
+                if theirs.get(key) == ours.get(key):
+                    continue
+                if ({key} | _SET_BY.get(key, frozenset())) & explained:
+                    continue
+                out.append(
+                    f"the servers ran differently beyond the arms' arguments: {key} "
+                    f"{ours.get(key, NOT_LOGGED)} for {name}, {theirs.get(key, NOT_LOGGED)} for "
+                    f"{baseline} (from their logs); the effect measures this too"
+                )
+        for one, other, who in ((mine, base, name), (base, mine, baseline)):
+            for warning in one.warnings:
+                if warning not in other.warnings and explains_behaviour(warning) is None:
+                    out.append(f"only {who}'s server warned: {warning}")
+    return out

@@ -1,0 +1,138 @@
+"""What a server ran with, from its log: real CPU logs of vLLM 0.32 and GPU-shaped ones of 0.26."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbgen.bench import effective, logline
+from kbgen.kb.models import EffectiveSettings
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "vllm-logs"
+NGRAM = {
+    "method": "ngram",
+    "num_speculative_tokens": 5,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+}
+SPEC_REPR = "SpeculativeConfig(method='ngram', model=None, num_spec_tokens=5)"
+ASYNC_OFF = (
+    "Async scheduling not supported with ngram-based speculative decoding and will be disabled."
+)
+
+# (log, what the engine chose, some of its arguments, some of its config, some of its warnings)
+CASES: list[tuple[str, dict[str, str], dict[str, Any], dict[str, str], list[str]]] = [
+    (
+        "cpu-0.32-baseline.log",
+        {"model_runner": "V1"},
+        {"max_model_len": 2048, "enforce_eager": True, "enable_prefix_caching": False},
+        {"speculative_config": "None", "device_config": "cpu", "max_seq_len": "2048"},
+        ["Model Runner V2 requires Triton; using the V1 model runner instead."],
+    ),
+    (
+        "cpu-0.32-ngram.log",
+        {"async_scheduling": "disabled", "model_runner": "V1"},
+        {"speculative_config": NGRAM, "max_model_len": 2048},
+        {
+            "speculative_config": SPEC_REPR,
+            "compilation_config.mode": "CompilationMode.NONE",
+        },
+        [ASYNC_OFF],
+    ),
+    (
+        "gpu-0.26-baseline.log",
+        {"async_scheduling": "enabled", "model_runner": "V2"},
+        {"max_model_len": 2048},
+        {
+            "speculative_config": "None",
+            "device_config": "cuda",
+            "compilation_config.mode": "CompilationMode.VLLM_COMPILE",
+            "compilation_config.cudagraph_mode": "CUDAGraphMode.FULL_AND_PIECEWISE",
+        },
+        [],
+    ),
+    (
+        "gpu-0.26-ngram.log",
+        {"async_scheduling": "disabled", "model_runner": "V1"},
+        {"speculative_config": NGRAM},
+        {"enforce_eager": "False", "enable_prefix_caching": "True"},
+        [
+            ASYNC_OFF,
+            "Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding; using the "
+            "V1 model runner instead.",
+        ],
+    ),
+]
+
+
+def _read(name: str) -> EffectiveSettings:
+    found = effective.of_lines(logline.lines((LOGS / name).read_bytes().decode()))
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(("log", "behaviour", "args", "config", "warnings"), CASES)
+def test_the_settings_a_log_shows(
+    log: str,
+    behaviour: dict[str, str],
+    args: dict[str, Any],
+    config: dict[str, str],
+    warnings: list[str],
+) -> None:
+    found = _read(log)
+    assert found.behaviour == behaviour
+    assert {k: found.args.get(k) for k in args} == args
+    assert {k: found.config.get(k) for k in config} == config
+    assert all(w in found.warnings for w in warnings)
+    # each warning once, across processes and launches; none that changes nothing
+    assert len(found.warnings) == len(set(found.warnings))
+    assert not any("ulimit" in w or "force killing" in w for w in found.warnings)
+    # what names the server (model, paths, address) is left out of both
+    for name in ("model", "model_tag", "tokenizer", "served_model_name", "host", "port"):
+        assert name not in found.args and name not in found.config
+    # nested reprs are left out, but the speculative config and the compilation modes
+    assert not any("(" in v for k, v in found.config.items() if k != "speculative_config")
+
+
+def test_a_log_without_vllm_settings_shows_none() -> None:
+    assert effective.of_lines(logline.lines("$ my-server\nloading\nready\n")) is None
+
+
+def test_an_argument_that_is_no_literal_is_kept_as_its_text() -> None:
+    line = (
+        "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:286] non-default args: "
+        "{'max_num_seqs': 8, 'compilation_config': CompilationConfig(mode=3, level=None), "
+        "'served_model_name': ('a', 'b')}"
+    )
+    found = effective.of_lines([logline.parse(1, line)])
+    assert found is not None
+    assert found.args == {
+        "max_num_seqs": 8,
+        "compilation_config": "CompilationConfig(mode=3, level=None)",
+    }
+
+
+def test_literals_become_what_a_record_keeps() -> None:
+    line = "non-default args: {'a': (1, 2), 'b': {3, 1}, 'c': b'x', 'd': None, 'e': {'f': 1.5}}"
+    found = effective.of_lines([logline.parse(1, line)])
+    assert found is not None
+    assert found.args == {"a": [1, 2], "b": [1, 3], "c": "b'x'", "d": None, "e": {"f": 1.5}}
+
+
+@pytest.mark.parametrize(
+    ("warning", "setting"),
+    [
+        (ASYNC_OFF, "async_scheduling"),
+        (
+            "Async scheduling will be disabled because it is not supported with the `ray` "
+            "distributed executor backend. ",
+            "async_scheduling",
+        ),
+        ("Model Runner V2 requires Triton; using the V1 model runner instead.", "model_runner"),
+        ("Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup.", None),
+    ],
+)
+def test_which_warnings_are_a_choice_of_the_engine(warning: str, setting: str | None) -> None:
+    assert effective.explains_behaviour(warning) == setting
