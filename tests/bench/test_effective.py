@@ -1,4 +1,5 @@
-"""What a server ran with, from its log: real CPU logs of vLLM 0.32 and GPU-shaped ones of 0.26."""
+"""What a server ran with, from its log: real logs of vLLM 0.32 (CPU) and 0.26 (one H200), and
+GPU-shaped ones of 0.26."""
 
 from __future__ import annotations
 
@@ -51,6 +52,42 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any], dict[str, str], list[str]
             "compilation_config.mode": "CompilationMode.VLLM_COMPILE",
             "compilation_config.cudagraph_mode": "CUDAGraphMode.FULL_AND_PIECEWISE",
         },
+        [],
+    ),
+    (  # real: the H200 run of bench/gpu/ngram-vs-baseline-h200-c1.yaml, vLLM 0.26.0
+        "h200-0.26-baseline.log",
+        {"async_scheduling": "enabled", "model_runner": "V2"},
+        {"max_model_len": 2048, "gpu_memory_utilization": 0.5, "enable_prefix_caching": False},
+        {
+            "speculative_config": "None",
+            "device_config": "cuda",
+            "compilation_config.mode": "CompilationMode.VLLM_COMPILE",
+        },
+        [],
+    ),
+    (
+        "h200-0.26-ngram.log",
+        {"async_scheduling": "disabled", "model_runner": "V1"},
+        {"speculative_config": NGRAM, "max_model_len": 2048},
+        {"speculative_config": SPEC_REPR, "device_config": "cuda"},
+        [
+            ASYNC_OFF,
+            "Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding; using the "
+            "V1 model runner instead.",
+        ],
+    ),
+    (  # real: the pinned run (no async scheduling, VLLM_USE_V2_MODEL_RUNNER=0 on both arms)
+        "h200-0.26-pinned-baseline.log",
+        {"async_scheduling": "disabled"},
+        {"async_scheduling": False, "max_model_len": 2048},
+        {"speculative_config": "None", "device_config": "cuda"},
+        [],
+    ),
+    (
+        "h200-0.26-pinned-ngram.log",
+        {"async_scheduling": "disabled"},
+        {"async_scheduling": False, "speculative_config": NGRAM},
+        {"speculative_config": SPEC_REPR, "device_config": "cuda"},
         [],
     ),
     (

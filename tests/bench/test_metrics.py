@@ -350,3 +350,34 @@ def test_a_counter_that_is_no_number_or_falls_raises_metrics_error(value: str, s
     after = line.sub(lambda m: f"{m[1]} {value}", _text("ngram-metrics-after.txt"))
     with pytest.raises(MetricsError, match=f"vllm:generation_tokens_total went from .* {shown}"):
         metrics.window(metrics.parse(before), metrics.parse(after))
+
+
+# --- window: a real H200 --------------------------------------------------------------------
+
+H200_RECORD = Path(__file__).parents[2] / "records" / "2026-12-01-ngram-vs-baseline-h200-c1.yaml"
+
+
+def test_the_h200_windows_add_up_to_its_record_s_speculative_decoding_counts() -> None:
+    """The n-gram arm's two windows on the H200 (vLLM 0.26.0; the `vllm:` families of its
+    scrapes kept): their counters are what its record says, and every token is counted."""
+    import yaml
+
+    windows = [
+        metrics.window(
+            metrics.parse(_text(f"h200-ngram-{w}-metrics-before.txt")),
+            metrics.parse(_text(f"h200-ngram-{w}-metrics-after.txt")),
+        )
+        for w in (0, 1)
+    ]
+    record = yaml.safe_load(H200_RECORD.read_text())
+    said = record["spec_decode"]["ngram"]
+    requests = len(record["workload"]["order"]) // 2 * 36  # two windows of 36 prompts
+    max_tokens = record["workload"]["max_tokens"]
+    assert sum(w.generation_tokens for w in windows) == said["generation_tokens"]
+    assert said["generation_tokens"] == requests * max_tokens  # EOS ignored: all of them
+    for counter in ("drafts", "draft_tokens", "accepted_tokens"):
+        total = sum(getattr(w.spec_decode, counter) for w in windows)
+        assert total == said[counter], counter
+    accepted = sum(w.spec_decode.accepted_tokens for w in windows)
+    drafted = sum(w.spec_decode.draft_tokens for w in windows)
+    assert accepted / drafted == pytest.approx(said["acceptance_rate"], abs=1e-5)

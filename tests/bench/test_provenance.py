@@ -20,7 +20,7 @@ from tests.support.git import commit, git
 from tests.support.specs import small_spec
 
 # recorded on the H200 of the proof run (shared/GPU.md): one GPU, and its torch
-H200 = "NVIDIA H200, 143771, 570.133.20\n"
+H200 = "NVIDIA H200, 143771, 580.159.04\n"  # what the H200 of bench/gpu answered (nounits)
 H200_TORCH = '["3.12.3", "2.11.0+cu130", "13.0"]'
 
 
@@ -50,12 +50,12 @@ def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (
             H200,
             {"accelerator": "NVIDIA H200", "count": 1, "accelerator_memory_gib": 140.4},
-            "570.133.20",
+            "580.159.04",
         ),
         (
             H200 * 8,
             {"accelerator": "NVIDIA H200", "count": 8, "accelerator_memory_gib": 140.4},
-            "570.133.20",
+            "580.159.04",
         ),
         (
             "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA A100-SXM4-40GB, 40960, 550.54.15\n",
@@ -86,7 +86,7 @@ def test_the_gpus_of_a_gpu_machine(bare_path: Path) -> None:
     fake(bare_path, "nvidia-smi", f"[ \"$1\" = '{provenance.GPU_QUERY[1]}' ] && printf '{H200}'")
     hardware, driver_version = provenance.local_hardware("lab-h200")
     assert (hardware.accelerator, hardware.count) == ("NVIDIA H200", 1)
-    assert hardware.accelerator_memory_gib == 140.4 and driver_version == "570.133.20"
+    assert hardware.accelerator_memory_gib == 140.4 and driver_version == "580.159.04"
     assert hardware.host == "lab-h200" and hardware.cpu and hardware.cpu_count
 
 
@@ -121,12 +121,12 @@ def test_the_server_s_python_torch_and_cuda(tmp_path: Path, bare_path: Path) -> 
     python = fake(bare_path, "python3", f"[ \"$KBGEN_SITE\" = /tmp/site ] && echo '{H200_TORCH}'")
     spec = _process(tmp_path, [str(python), "-m", "vllm.entrypoints.cli.main", "serve"])
     spec_env = _process(tmp_path, [str(python), "-m", "vllm"], env={"KBGEN_SITE": "/tmp/site"})
-    assert provenance.software(spec_env, "570.133.20") == Software(
+    assert provenance.software(spec_env, "580.159.04") == Software(
         kbgen=__version__,
         python="3.12.3",
         torch="2.11.0+cu130",
         cuda="13.0",
-        driver="570.133.20",
+        driver="580.159.04",
     )
     assert provenance.software(spec) == Software(kbgen=__version__)
 
@@ -227,7 +227,7 @@ def test_run_json_of_a_process_run_on_a_gpu_machine(tmp_path: Path, bare_path: P
     spec.host_label = "lab-h200"
     meta = driver.new_meta(spec, tmp_path / "spec.yaml")
     assert meta.hardware is not None and meta.hardware.accelerator_memory_gib == 140.4
-    assert meta.software is not None and meta.software.driver == "570.133.20"
+    assert meta.software is not None and meta.software.driver == "580.159.04"
     assert (meta.software.torch, meta.software.cuda) == ("2.11.0+cu130", "13.0")
     assert (meta.host_label, meta.hardware.host) == ("lab-h200", "lab-h200")
     assert meta.prompt_suite == "prompts.jsonl" and meta.prompt_suite_sha256

@@ -30,6 +30,9 @@ CASES = [
     # the H200 proof run's confound: the scheduler and the model runner, not only the speculation
     ("gpu-0.26-baseline.log", "gpu-0.26-ngram.log", ["async_scheduling", "model_runner"]),
     ("gpu-0.26-baseline.log", "gpu-0.26-baseline.log", []),
+    # real, on the H200: as vLLM runs it, the same confound; pinned on both arms, none
+    ("h200-0.26-baseline.log", "h200-0.26-ngram.log", ["async_scheduling", "model_runner"]),
+    ("h200-0.26-pinned-baseline.log", "h200-0.26-pinned-ngram.log", []),
 ]
 
 

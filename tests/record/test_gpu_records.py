@@ -1,0 +1,94 @@
+"""The H200 records of the example knowledge base, against what the real GPU server showed.
+
+Measured by bench/gpu (vLLM 0.26.0 on one NVIDIA H200, SmolLM2-135M): their start-up times
+agree with the servers' own logs (tests/fixtures/vllm-logs/h200-*), the steady-state rate at
+32 streams is above the whole window's (ramp-up and ramp-down left out), the provenance names
+the machine and the software, and the default run carries the confound the pinned run removes.
+`kbgen check --every-record` recomputes all their numbers from their samples.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).parents[2]
+LOGS = REPO / "tests" / "fixtures" / "vllm-logs"
+RECORDS = {
+    key: REPO / "records" / f"2026-12-01-ngram-vs-baseline-h200-{key}.yaml"
+    for key in ("c1", "c1-pinned", "c32", "c32-pinned")
+}
+STAMP = re.compile(r" (\d\d-\d\d \d\d:\d\d:\d\d) \[")
+
+
+def record(key: str) -> dict[str, Any]:
+    return yaml.safe_load(RECORDS[key].read_text())
+
+
+def logged_startups(log: Path) -> list[float]:
+    """Per launch in a kept log: seconds from the server's first timestamped line to its last
+    one before uvicorn's `Application startup complete.`"""
+    spans, first, last = [], None, None
+    for line in log.read_text().splitlines():
+        if line.startswith("$ "):  # kbgen's launch line
+            first = last = None
+        elif m := STAMP.search(line):
+            last = dt.datetime.strptime(f"2026-{m[1]}", "%Y-%m-%d %H:%M:%S")
+            first = first or last
+        if "Application startup complete" in line and first and last:
+            spans.append((last - first).total_seconds())
+    return spans
+
+
+@pytest.mark.parametrize("arm", ["baseline", "ngram"])
+def test_start_up_times_agree_with_the_server_s_own_log(arm: str) -> None:
+    """The launcher's clock (launch to healthy) against the log's (first to last line): longer
+    by the interpreter's start and torch's import before vLLM logs anything, never shorter."""
+    measured = record("c1")["startup_s"][arm]
+    logged = logged_startups(LOGS / f"h200-0.26-{arm}.log")
+    assert len(measured) == len(logged) >= 1
+    for kbgen_s, log_s in zip(measured, logged, strict=True):
+        assert log_s <= kbgen_s <= log_s + 30, (kbgen_s, log_s)
+
+
+@pytest.mark.parametrize("key", ["c32", "c32-pinned"])
+def test_the_steady_state_rate_at_32_streams_is_above_the_whole_window_s(key: str) -> None:
+    for arm, classes in record(key)["measurements"].items():
+        for cls, metrics in classes.items():
+            whole, steady = metrics["output_tok_s"]["mean"], metrics["steady_output_tok_s"]["mean"]
+            assert steady > whole, (arm, cls)
+
+
+def test_a_single_stream_has_no_separate_steady_state() -> None:
+    for classes in record("c1")["measurements"].values():
+        assert all("steady_output_tok_s" not in metrics for metrics in classes.values())
+
+
+@pytest.mark.parametrize("key", RECORDS)
+def test_the_provenance_names_the_machine_and_the_software(key: str) -> None:
+    config = record(key)["config"]
+    nvidia_smi = (LOGS.parent / "gpu" / "h200-nvidia-smi.csv").read_text().strip()
+    name, memory_mib, driver = (part.strip() for part in nvidia_smi.split(","))
+    assert config["hardware"]["accelerator"] == name and config["hardware"]["count"] == 1
+    assert config["hardware"]["accelerator_memory_gib"] == round(int(memory_mib) / 1024, 1)
+    assert config["software"]["driver"] == driver
+    python, torch, cuda, vllm = (LOGS.parent / "gpu" / "h200-versions.txt").read_text().split()
+    assert config["software"]["torch"] == torch and config["software"]["cuda"] == cuda
+    assert config["software"]["python"] == python and config["engine"]["version"] == vllm
+
+
+@pytest.mark.parametrize(("key", "confounded"), [("c1", True), ("c32", True), ("c1-pinned", False)])
+def test_the_default_run_carries_the_confound_the_pinned_run_removes(
+    key: str, confounded: bool
+) -> None:
+    caveats = record(key)["verdict"]["caveats"]
+    found = [c for c in caveats if "beyond the arms' arguments" in c]
+    assert bool(found) is confounded
+    if confounded:
+        assert any("async_scheduling" in c for c in found)
+        assert any("model_runner" in c for c in found)
