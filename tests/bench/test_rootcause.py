@@ -13,6 +13,11 @@ CORE = "(EngineCore pid=2) ERROR 12-01 10:00:00 [core.py:1330] "  # a line of lo
 
 # (log, the cause named, the line it is on: far above the end)
 CASES = [
+    (  # real: on the H200, vLLM 0.26.0 started without VLLM_USE_FLASHINFER_SAMPLER=0
+        "h200-0.26-flashinfer-failure.log",
+        "EngineCore: ModuleNotFoundError: No module named 'flashinfer'",
+        63,
+    ),
     (
         "gpu-0.26-flashinfer-failure.log",
         "EngineCore: ModuleNotFoundError: No module named 'flashinfer'",
