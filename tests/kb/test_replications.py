@@ -210,3 +210,55 @@ def test_the_evidence_does_not_depend_on_the_order_of_the_records(rng: random.Ra
     expected = evidence(cards)
     rng.shuffle(cards)
     assert evidence(cards) == expected
+
+
+def _every_pair(cards: list[Card]) -> list[tuple[str, str, str, str]]:
+    """The definition, pair by pair: what `evidence` must find however it finds it."""
+    ordered = sorted(cards, key=lambda c: (c.created, c.id))
+    found = []
+    for i, older in enumerate(ordered):
+        for newer in ordered[i + 1 :]:
+            mine = {r.cls: r for r in older.results}
+            for theirs in newer.results:
+                ours = mine.get(theirs.cls)
+                if ours is None:
+                    continue
+                if {ours.outcome, theirs.outcome} == {"supported", "refuted"}:
+                    found.append((older.id, newer.id, theirs.cls, "outcome"))
+                elif (
+                    ours.interval
+                    and theirs.interval
+                    and (
+                        ours.interval[1] < theirs.interval[0]
+                        or theirs.interval[1] < ours.interval[0]
+                    )
+                ):
+                    found.append((older.id, newer.id, theirs.cls, "intervals"))
+    return found
+
+
+_RESULT = st.tuples(
+    st.sampled_from(["supported", "refuted", "inconclusive"]),
+    st.integers(-6, 6),  # the interval's low end, in tenths
+    st.integers(0, 4),  # its width
+)
+
+
+@given(st.lists(st.lists(_RESULT, min_size=1, max_size=2), min_size=2, max_size=9))
+@SETTINGS
+def test_contradictions_are_every_disagreeing_pair(
+    records: list[list[tuple[str, int, int]]],
+) -> None:
+    cards = []
+    for i, results in enumerate(records):
+        per_class = {
+            cls: {"outcome": o, "effect": 0.0, "ci_low": low / 10, "ci_high": (low + w) / 10}
+            for cls, (o, low, w) in zip(("coding", "math"), results, strict=False)
+        }
+        decided = {**BASE["verdict"], "outcome": "inconclusive", "per_class": per_class}
+        cards.append(card(f"r{i}", f"2026-11-{1 + i % 3:02}", verdict=decided))
+    got = [
+        (c.older.id, c.newer.id, c.cls, "outcome" if " vs " in c.why else "intervals")
+        for c in evidence(cards).contradictions
+    ]
+    assert got == _every_pair(cards)

@@ -30,10 +30,11 @@ measured on a newer engine version.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from packaging.version import InvalidVersion, Version
 from kbgen.kb.models import Record, Status
 
 if TYPE_CHECKING:
-    from kbgen.kb.loading import Card
+    from kbgen.kb.loading import Card, ClassResult
 
 MAX_LISTED = 20  # replications listed on a record's page; the rest are counted
 
@@ -125,14 +126,26 @@ class Evidence:
     stale: dict[str, Stale] = field(default_factory=dict)  # by record id
 
     def question_of(self, record_id: str) -> Question | None:
-        for question in self.questions.values():
-            if any(card.id == record_id for card in question.cards):
-                return question
-        return None
+        return self._questions_by_record.get(record_id)
 
     def related(self, record_id: str) -> Related:
         """What `record_id`'s page shows: its replications, contradictions, staleness."""
         return self._by_record.get(record_id, NOTHING)
+
+    def contradicted(self, record_id: str) -> bool:
+        return record_id in self._involving
+
+    @functools.cached_property
+    def _questions_by_record(self) -> dict[str, Question]:
+        return {card.id: q for q in self.questions.values() for card in q.cards}
+
+    @functools.cached_property
+    def _involving(self) -> dict[str, list[Contradiction]]:
+        involving: dict[str, list[Contradiction]] = {}
+        for c in self.contradictions:
+            involving.setdefault(c.older.id, []).append(c)
+            involving.setdefault(c.newer.id, []).append(c)
+        return involving
 
     @functools.cached_property
     def _by_record(self) -> dict[str, Related]:
@@ -140,20 +153,17 @@ class Evidence:
         for question in self.questions.values():
             if len(question.cards) < 2:
                 continue
-            newest_first = tuple(reversed(question.cards))
+            newest = tuple(reversed(question.cards))[: MAX_LISTED + 1]  # enough for any of them
             for card in question.cards:
-                others = tuple(c for c in newest_first if c.id != card.id)
+                others = tuple(c for c in newest if c.id != card.id)[:MAX_LISTED]
                 by_record[card.id] = Related(
                     question.label,
-                    others[:MAX_LISTED],
-                    max(0, len(others) - MAX_LISTED),
-                    tuple(c for c in self.contradictions if card.id in (c.older.id, c.newer.id)),
+                    others,
+                    len(question.cards) - 1 - len(others),
+                    tuple(self._involving.get(card.id, ())),
                     self.stale.get(card.id),
                 )
         return by_record
-
-    def contradicted(self, record_id: str) -> bool:
-        return any(record_id in (c.older.id, c.newer.id) for c in self.contradictions)
 
 
 def evidence(cards: Iterable[Card]) -> Evidence:
@@ -172,11 +182,51 @@ def evidence(cards: Iterable[Card]) -> Evidence:
     stale: dict[str, Stale] = {}
     for question in questions.values():
         current = [c for c in question.cards if _current(c, replaced)]
-        for i, older in enumerate(current):
-            for newer in current[i + 1 :]:
-                found += _disagreements(question.key, older, newer)
+        found += _contradictions(question.key, current)
         stale.update(_stale(current))
     return Evidence(questions, tuple(found), stale)
+
+
+def _contradictions(question: str, current: list[Card]) -> list[Contradiction]:
+    """Every decisive disagreement among `current` (oldest first), found without comparing
+    every pair: a question re-measured every night for years is thousands of records."""
+    order = {card.id: i for i, card in enumerate(current)}
+    by_class: dict[str, list[tuple[Card, ClassResult | None]]] = {}
+    for card in current:
+        for result in card.results:
+            by_class.setdefault(result.cls, []).append((card, result))
+        if not card.results and card.outcome:  # an overall verdict only
+            by_class.setdefault("", []).append((card, None))
+    found: dict[tuple[int, int, str], Contradiction] = {}
+
+    def add(one: Card, other: Card, cls: str, why: Callable[[Card, Card], str]) -> None:
+        a, b = sorted((one, other), key=lambda c: order[c.id])
+        key = (order[a.id], order[b.id], cls)
+        if key not in found:  # an outcome's disagreement is named before the intervals'
+            found[key] = Contradiction(question, a, b, cls, why(a, b))
+
+    for cls, entries in by_class.items():
+        outcome = {card.id: (r.outcome if r else card.outcome) for card, r in entries}
+        spans = {card.id: r.interval for card, r in entries if r is not None and r.interval}
+        said = functools.partial(_said, outcome)
+        apart = functools.partial(_apart, spans)
+        supported = [card for card, _ in entries if outcome[card.id] == "supported"]
+        refuted = [card for card, _ in entries if outcome[card.id] == "refuted"]
+        for one in supported:
+            for other in refuted:
+                add(one, other, cls, said)
+        by_low = sorted((spans[c.id][0], order[c.id], c) for c, _ in entries if c.id in spans)
+        lows = [low for low, _, _ in by_low]
+        for _, _, one in by_low:  # every record whose interval starts above where one's ends
+            for _, _, other in by_low[bisect.bisect_right(lows, spans[one.id][1]) :]:
+                add(one, other, cls, apart)
+    position = {(card.id, r.cls): i for card in current for i, r in enumerate(card.results)}
+    return [
+        found[key]
+        for key in sorted(
+            found, key=lambda k: (k[0], k[1], position.get((current[k[1]].id, k[2]), 0))
+        )
+    ]
 
 
 def _current(card: Card, replaced: set[str]) -> bool:
@@ -184,32 +234,12 @@ def _current(card: Card, replaced: set[str]) -> bool:
     return card.status == Status.CONCLUDED and card.id not in replaced
 
 
-def _disagreements(question: str, older: Card, newer: Card) -> list[Contradiction]:
-    if not older.results and not newer.results:  # an overall verdict only, on both
-        if {older.outcome, newer.outcome} == {"supported", "refuted"}:
-            return [
-                Contradiction(question, older, newer, "", f"{older.outcome} vs {newer.outcome}")
-            ]
-        return []
-    mine = {r.cls: r for r in older.results}
-    found = []
-    for theirs in newer.results:
-        ours = mine.get(theirs.cls)
-        if ours is None:
-            continue
-        outcomes = {ours.outcome, theirs.outcome}
-        if outcomes == {"supported", "refuted"}:
-            why = f"{ours.outcome} vs {theirs.outcome}"
-        elif _apart(ours.interval, theirs.interval):
-            why = f"intervals {_span(ours.interval)} and {_span(theirs.interval)} do not overlap"
-        else:
-            continue
-        found.append(Contradiction(question, older, newer, theirs.cls, why))
-    return found
+def _said(outcome: dict[str, str | None], older: Card, newer: Card) -> str:
+    return f"{outcome[older.id]} vs {outcome[newer.id]}"
 
 
-def _apart(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
-    return a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
+def _apart(spans: dict[str, tuple[float, float]], older: Card, newer: Card) -> str:
+    return f"intervals {_span(spans[older.id])} and {_span(spans[newer.id])} do not overlap"
 
 
 def _span(interval: tuple[float, float] | None) -> str:
