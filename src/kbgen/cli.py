@@ -188,14 +188,11 @@ def _list_stale(base: KnowledgeBase) -> None:
     from kbgen.kb import replications
     from kbgen.kb.loading import Card
 
-    found = replications.evidence(Card.of(r) for r in base.records.values())
-    for record_id, old in sorted(found.stale.items()):
-        newest = old.newest
-        click.echo(
-            f"{record_id}  measured on {old.card.engine_version}; {newest.id} measured the same "
-            f"setup on {newest.engine_version}  ({base.path_of(base.records[record_id])})"
-        )
-    if not found.stale:
+    stale = replications.evidence(Card.of(r) for r in base.records.values()).stale
+    for record_id, old in sorted(stale.items()):
+        path = base.path_of(base.records[record_id])
+        click.echo(f"{record_id}  {old.said()}  ({path})")
+    if not stale:
         click.echo("no stale records", err=True)
 
 

@@ -238,3 +238,17 @@ def test_run_json_of_an_external_server_names_no_hardware(tmp_path: Path, bare_p
     fake(bare_path, "nvidia-smi", f"printf '{H200}'")  # the server may be on another machine
     meta = driver.new_meta(small_spec(tmp_path))
     assert meta.hardware is None and meta.software == Software(kbgen=__version__)
+
+
+def test_a_work_tree_with_changes_its_commit_does_not_hold_is_said(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    spec = repo / "spec.yaml"
+    spec.write_text("x: 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "spec")
+    assert provenance.git_changed(spec) is False
+    spec.write_text("x: 2\n")  # what the GPU machine's copy was: files newer than the commit
+    assert provenance.git_changed(spec) is True
+    (tmp_path / "outside.yaml").write_text("x: 1\n")
+    assert provenance.git_changed(tmp_path / "outside.yaml") is None

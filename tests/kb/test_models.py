@@ -282,8 +282,11 @@ def test_variant_names_may_hold_underscores(name: str, valid: bool) -> None:
     data["measurements"][name] = data["measurements"].pop("ngram")
     data["spec_decode"][name] = data["spec_decode"].pop("ngram")
     data["verdict"]["variant"] = name
+    data["startup_s"] = {"baseline": [80.0], name: [90.0]}  # every section a variant keys
+    data["effective"] = {"baseline": {}, name: {"behaviour": {"model_runner": "V1"}}}
     if valid:
-        assert name in Record.model_validate(data).spec_decode
+        record = Record.model_validate(data)
+        assert name in record.spec_decode and name in record.startup_s and name in record.effective
     else:
         with pytest.raises(ValidationError, match="pattern"):
             Record.model_validate(data)

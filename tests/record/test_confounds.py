@@ -104,6 +104,12 @@ def _arm(**fields: Any) -> EffectiveSettings:
             _arm(warnings=["Shared: disabled", "Cascade attention is disabled with spec decode."]),
             ["only ngram's server warned: Cascade attention is disabled with spec decode."],
         ),
+        (  # a warning that answers the arm's own setting is no confound
+            Variant(args=["--enforce-eager"]),
+            _arm(),
+            _arm(warnings=["Enforce eager set, disabling torch.compile and CUDAGraphs."]),
+            [],
+        ),
     ],
 )
 def test_which_differences_are_explained(

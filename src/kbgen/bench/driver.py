@@ -157,6 +157,7 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         started=_now(),
         tool=f"kbgen {__version__}",
         git_sha=provenance.git_sha(spec_path),
+        git_changed=provenance.git_changed(spec_path),
         hardware=hardware,
         software=provenance.software(spec, driver),
         host_label=label,

@@ -199,3 +199,8 @@ def git_sha(spec_path: Path | None) -> str | None:
     """The commit checked out where the spec is (where kbgen runs, without a spec path); None
     outside a git repository."""
     return git.head_sha(spec_path.parent if spec_path is not None else Path.cwd())
+
+
+def git_changed(spec_path: Path | None) -> bool | None:
+    """Whether that checkout had changes its commit does not hold; None outside git."""
+    return git.has_changes(spec_path.parent if spec_path is not None else Path.cwd())

@@ -65,6 +65,9 @@ class RunMeta(Model):
     started: str = Field(description="When the run was created (UTC, ISO 8601, to the second).")
     tool: str = Field(description="The kbgen that created it.", examples=["kbgen 0.1.0"])
     git_sha: str | None = Field(description="HEAD of the repository it ran in, if any.")
+    git_changed: Bool | None = Field(
+        default=None, description="Whether its work tree had changes HEAD does not hold."
+    )
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."
     )

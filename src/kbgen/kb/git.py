@@ -65,6 +65,15 @@ def head_sha(folder: Path) -> str | None:
         return None
 
 
+def has_changes(folder: Path) -> bool | None:
+    """Whether the work tree where `folder` is differs from its commit (tracked or untracked
+    files that are not ignored); None outside a repository (or without git)."""
+    try:
+        return bool(_git(folder.absolute(), "status", "--porcelain").strip())
+    except UsageError:
+        return None
+
+
 def main_branch(root: Path) -> str | None:
     """The first of origin/HEAD, origin/main, origin/master, main, master that exists."""
     for name in MAIN_BRANCHES:

@@ -301,7 +301,7 @@ FACTS_FORMAT = 5  # of `Facts.to_json` and the products in it (3: lint_facts fin
 def _rules_key() -> str:
     """Changes whenever kbgen, its schema or the cached facts' format does."""
     schema = json.dumps(json_schemas(), sort_keys=True)
-    text = f"{FACTS_FORMAT}\n{__version__}\n{schema}"
+    text = f"{FACTS_FORMAT}\n{replications.RULE}\n{__version__}\n{schema}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -362,6 +362,7 @@ class Card:
     engine_version: str | None = None
     question: str | None = None  # `replications.question_of`'s key
     question_label: str | None = None
+    question_detail: str | None = None  # the common settings, to tell two labels apart
 
     @property
     def classes(self) -> tuple[tuple[str, str], ...]:
@@ -406,6 +407,7 @@ class Card:
             config.engine.version if config else None,
             question[0] if question else None,
             question[1] if question else None,
+            question[2] if question else None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -462,6 +462,12 @@ class Config(Model):
         description="Server arguments common to every variant.",
         examples=[["--max-model-len", "2048"]],
     )
+    server_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment of every variant's server (secrets masked); its `VLLM_*` "
+        "variables are vLLM settings, so they are part of the question a record answers.",
+        examples=[{"VLLM_USE_V2_MODEL_RUNNER": "0"}],
+    )
     baseline: VariantName = Field(description="The variant the others are compared against.")
     variants: dict[VariantName, Variant] = Field(
         min_length=1, description="The arms of the experiment, by name."
@@ -850,11 +856,11 @@ class Record(Model):
     related: list[Slug] = Field(default_factory=list, description="Records worth reading too.")
     tags: list[Slug] = Field(default_factory=list, description="Free tags for the site.")
     provenance: Provenance | None = Field(default=None, description="Where the numbers come from.")
-    effective: dict[Slug, EffectiveSettings] = Field(
+    effective: dict[VariantName, EffectiveSettings] = Field(
         default_factory=dict,
         description="What each variant's server said it ran with (measured records from a log).",
     )
-    startup_s: dict[Slug, list[NonNegative]] = Field(
+    startup_s: dict[VariantName, list[NonNegative]] = Field(
         default_factory=dict,
         description="Seconds from launching each variant's server until it answered healthy, "
         "one per launch (a server reused from the arm before is no launch).",

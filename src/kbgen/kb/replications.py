@@ -10,7 +10,8 @@ everything that could change the answer (`question_of` builds the key from it):
 - the engine's name (not its version: an older version is *stale* evidence, below);
 - the model: name and quantization;
 - the hardware: CPU, CPU count, accelerator, count and interconnect (not the host's name);
-- the server arguments common to both arms, and the settings (arguments and speculative
+- the server arguments common to both arms and the `VLLM_*` variables of their environment
+  (vLLM's settings; not paths and other plumbing), and the settings (arguments and speculative
   configuration) of the baseline and of the variant judged against it — not the arms' names;
 - the workload's prompt suite, concurrency, output length, temperature, API and whether EOS
   was ignored (not the seeds, warm-up, repeats or rounds: those are how carefully it was
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from kbgen.kb.loading import Card, ClassResult
 
 MAX_LISTED = 20  # replications listed on a record's page; the rest are counted
+RULE = 2  # of `question_of` and the cards' question fields: cached cards are keyed by it
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,13 @@ class Stale:
 
     card: Card
     newest: Card  # the comparable record on the newest version
+
+    def said(self) -> str:
+        """`measured on 0.32.0; NEWEST measured the same setup on 0.33.0`."""
+        return (
+            f"measured on {self.card.engine_version}; {self.newest.id} measured the same setup "
+            f"on {self.newest.engine_version}"
+        )
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,6 @@ class Evidence:
         """What `record_id`'s page shows: its replications, contradictions, staleness."""
         return self._by_record.get(record_id, NOTHING)
 
-    def contradicted(self, record_id: str) -> bool:
-        return record_id in self._involving
-
     @functools.cached_property
     def _questions_by_record(self) -> dict[str, Question]:
         return {card.id: q for q in self.questions.values() for card in q.cards}
@@ -169,22 +175,43 @@ class Evidence:
 def evidence(cards: Iterable[Card]) -> Evidence:
     """The cards grouped by question, with the contradictions and stale records among them."""
     cards = sorted(cards, key=lambda c: (c.created, c.id))
-    replaced = {old for card in cards for old in card.supersedes}
+    standing = {card.id for card in current(cards)}
     grouped: dict[str, list[Card]] = {}
     for card in cards:
         if card.question:
             grouped.setdefault(card.question, []).append(card)
+    labels = _labels({key: members[-1] for key, members in grouped.items()})
     questions = {
-        key: Question(key, members[-1].question_label or key, tuple(members))
-        for key, members in sorted(grouped.items())
+        key: Question(key, labels[key], tuple(members)) for key, members in sorted(grouped.items())
     }
     found: list[Contradiction] = []
     stale: dict[str, Stale] = {}
     for question in questions.values():
-        current = [c for c in question.cards if _current(c, replaced)]
-        found += _contradictions(question.key, current)
-        stale.update(_stale(current))
+        now = [c for c in question.cards if c.id in standing]
+        found += _contradictions(question.key, now)
+        stale.update(_stale(now))
     return Evidence(questions, tuple(found), stale)
+
+
+def _labels(newest: dict[str, Card]) -> dict[str, str]:
+    """Each question's label; where two share one, what sets them apart added: the common
+    settings one has and the others lack (`… · with --no-async-scheduling`)."""
+    by_label: dict[str, list[str]] = {}
+    for key, card in newest.items():
+        by_label.setdefault(card.question_label or key, []).append(key)
+    labels = {}
+    for label, keys in by_label.items():
+        if len(keys) == 1:
+            labels[keys[0]] = label
+            continue
+        words = {key: (newest[key].question_detail or "").split() for key in keys}
+        shared = set.intersection(*(set(w) for w in words.values()))
+        for key in keys:
+            own = [w for w in words[key] if w not in shared]
+            others = sorted({w for k in keys if k != key for w in words[k]} - shared)
+            said = f"with {' '.join(own)}" if own else f"without {' '.join(others)}"
+            labels[key] = f"{label} · {said}" if own or others else f"{label} · {key}"
+    return labels
 
 
 def _contradictions(question: str, current: list[Card]) -> list[Contradiction]:
@@ -229,9 +256,12 @@ def _contradictions(question: str, current: list[Card]) -> list[Contradiction]:
     ]
 
 
-def _current(card: Card, replaced: set[str]) -> bool:
-    """Concluded, and neither marked superseded nor replaced by a record that supersedes it."""
-    return card.status == Status.CONCLUDED and card.id not in replaced
+def current(cards: Iterable[Card]) -> list[Card]:
+    """The records whose evidence stands: concluded, and neither marked superseded nor
+    replaced by a record that supersedes them; in the order given."""
+    cards = list(cards)
+    replaced = {old for card in cards for old in card.supersedes}
+    return [c for c in cards if c.status == Status.CONCLUDED and c.id not in replaced]
 
 
 def _said(outcome: dict[str, str | None], older: Card, newer: Card) -> str:
@@ -264,9 +294,10 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
-def question_of(record: Record) -> tuple[str, str] | None:
-    """The key and a readable label of the question `record` answers; None when it has none
-    (the rule is in this module's docstring)."""
+def question_of(record: Record) -> tuple[str, str, str] | None:
+    """The key, a readable label and the common settings (server arguments and `VLLM_*`
+    variables, which tell apart two questions of one label) of the question `record` answers;
+    None when it has none (the rule is in this module's docstring)."""
     config, workload, hypothesis = record.config, record.workload, record.hypothesis
     if config is None or hypothesis is None:
         return None
@@ -279,6 +310,7 @@ def question_of(record: Record) -> tuple[str, str] | None:
     if variant not in config.variants or config.baseline not in config.variants:
         return None
     arms = [config.variants[config.baseline], config.variants[variant]]
+    vllm_env = {k: v for k, v in sorted(config.server_env.items()) if k.startswith("VLLM_")}
     asked = {
         "hypothesis": hypothesis.model_dump(
             mode="json", include={"primary_metric", "direction", "minimum_effect"}
@@ -287,6 +319,7 @@ def question_of(record: Record) -> tuple[str, str] | None:
         "model": config.model.model_dump(mode="json", include={"name", "quantization"}),
         "hardware": config.hardware.model_dump(mode="json", exclude={"host"}),
         "server_args": config.server_args,
+        "vllm_env": vllm_env,
         "arms": [arm.model_dump(mode="json", exclude_none=True) for arm in arms],
         "workload": None
         if workload is None
@@ -303,7 +336,8 @@ def question_of(record: Record) -> tuple[str, str] | None:
         ),
     }
     key = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
-    return key, _label(record, variant)
+    settings = [*config.server_args, *(f"{k}={v}" for k, v in vllm_env.items())]
+    return key, _label(record, variant), " ".join(settings)
 
 
 def _label(record: Record, variant: str) -> str:

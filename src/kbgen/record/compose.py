@@ -39,6 +39,7 @@ from kbgen.record.evidence import Evidence, evidence_of_run
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
 NO_GIT = "not in a git repository (or git was not installed): no commit recorded"
+CHANGED = "the work tree had changes its commit does not hold: the commit is not all that ran"
 
 
 def comparability(meta: RunMeta, order: list[str]) -> list[str]:
@@ -126,6 +127,7 @@ def from_run(
             hardware=hardware,
             **figures.known(software=meta.software),
             server_args=list(getattr(spec.server, "args", [])),
+            **figures.known(server_env=dict(getattr(spec.server, "env", {})) or None),
             baseline=spec.baseline,
             variants={name: _recorded(v) for name, v in spec.variants.items()},
         ),
@@ -156,7 +158,7 @@ def from_run(
             **figures.known(
                 git_sha=meta.git_sha,
                 host=meta.host_label or hardware.host,
-                notes=None if meta.git_sha else [NO_GIT],
+                notes=[NO_GIT] if not meta.git_sha else [CHANGED] if meta.git_changed else None,
             ),
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),

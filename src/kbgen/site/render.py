@@ -46,7 +46,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
 from kbgen.kb.loading import Card, task_states
-from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record, Status
+from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, markup
 
@@ -148,15 +148,17 @@ def headline(card: Card) -> Markdown:
 
 
 def by_question(cards: Iterable[Card]) -> list[tuple[str | None, list[Card]]]:
-    """Cards grouped by the question they answer (`kb.replications`), each group's label (its
-    newest card's) and cards newest first, the groups by their newest card; the cards that
-    answer none last, labelled None."""
+    """Cards grouped by the question they answer (`kb.replications`), each group's label (as
+    `replications.evidence` gives it) and cards newest first, the groups by their newest card;
+    the cards that answer none last, labelled None."""
+    cards = sorted(cards, key=lambda c: (c.created, c.id), reverse=True)
+    labels = {key: q.label for key, q in replications.evidence(cards).questions.items()}
     groups: dict[str | None, list[Card]] = {}
-    for card in sorted(cards, key=lambda c: (c.created, c.id), reverse=True):
+    for card in cards:
         groups.setdefault(card.question, []).append(card)
     unasked = groups.pop(None, [])
     out: list[tuple[str | None, list[Card]]] = [
-        (group[0].question_label or key, group) for key, group in groups.items()
+        (labels[key], group) for key, group in groups.items() if key is not None
     ]
     return [*out, (None, unasked)] if unasked else out
 
@@ -431,7 +433,7 @@ def site_pages(
     found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
-    standing = _standing(cards)
+    standing = sorted(replications.current(cards), key=lambda c: (c.created, c.id), reverse=True)
     out = {
         f"{PLANS_DIR}/{plan.id}.md": render(
             env,
@@ -459,16 +461,6 @@ def site_pages(
         note=note("records/plans/"),
     )
     return out
-
-
-def _standing(cards: list[Card]) -> list[Card]:
-    """The concluded records that no record supersedes, newest first."""
-    replaced = {old for card in cards for old in card.supersedes}
-    return sorted(
-        (c for c in cards if c.status == Status.CONCLUDED and c.id not in replaced),
-        key=lambda c: (c.created, c.id),
-        reverse=True,
-    )
 
 
 def source_of(path: Path, records: Path) -> str:
