@@ -10,6 +10,7 @@ file, in the process that parsed it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -409,6 +410,12 @@ class Card:
             question[1] if question else None,
             question[2] if question else None,
         )
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """Changes whenever anything on the card does (a page that shows it is then stale)."""
+        text = json.dumps(self.to_json(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -112,10 +112,10 @@ class Related:
         data = json.dumps(
             [
                 self.label,
-                [c.to_json() for c in self.others],
+                [c.digest for c in self.others],
                 self.more,
-                [c.to_json() for c in self.contradictions],
-                None if self.stale is None else self.stale.newest.to_json(),
+                [[c.older.digest, c.newer.digest, c.cls, c.why] for c in self.contradictions],
+                None if self.stale is None else self.stale.newest.digest,
             ],
             sort_keys=True,
             default=str,
