@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.conftest import REPO
 from tests.support import fake_server
 from tests.support.free_port import free_port
 from tests.support.secrets import KEPT_ARGS, KEPT_ENV, args_forms, env_forms, every_secret, s
+from tests.support.site import mkdocs
 
 MODEL = f"https://hub-user:{s(60)}@models.example/org/tiny"  # a process launcher's `model:`
 FROM_ENV = {"VLLM_API_KEY": s(61), "TOKEN": s(62)}  # what KEPT_ARGS' ${NAME} references read
@@ -132,26 +132,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
         run = out.kbgen("bench", str(spec), "--runs", "runs").stdout.strip().splitlines()[-1]
         out.kbgen("record", run, "--records", "records")
         out.kbgen("render", "--records", "records", "--docs", "docs")
-    mkdocs = Path(sys.executable).with_name("mkdocs")
-    built = subprocess.run(
-        [
-            str(mkdocs),
-            "build",
-            "--strict",
-            "-f",
-            str(root / "mkdocs.yml"),
-            "-d",
-            str(root / "site"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "NO_MKDOCS_2_WARNING": "1",
-            "PATH": str(mkdocs.parent),
-            "PYTHONPATH": str(REPO / "src"),
-        },
-    )
+    built = mkdocs("build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(root / "site"))
     out.printed += [built.stdout, built.stderr]
     assert built.returncode == 0, built.stderr
     return out

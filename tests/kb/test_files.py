@@ -200,15 +200,7 @@ def test_read_regular_reads_a_file_growing_as_it_is_read_up_to_the_limit(
 
 
 def test_a_temporary_file_is_abandoned_only_when_its_writer_is_gone(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
+    gone = special.gone_pid()
     dead = tmp_path / f".page.md.{gone}.0.tmp"
     live = tmp_path / f".page.md.{os.getpid()}.3.tmp"
     other = tmp_path / "page.md"

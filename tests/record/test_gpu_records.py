@@ -92,3 +92,24 @@ def test_the_default_run_carries_the_confound_the_pinned_run_removes(
     if confounded:
         assert any("async_scheduling" in c for c in found)
         assert any("model_runner" in c for c in found)
+
+
+def test_n_gram_is_refuted_in_every_class_of_every_h200_record() -> None:
+    """The README's "slower in every class at both concurrencies, pinned or not"."""
+    for key in RECORDS:
+        verdict = record(key)["verdict"]
+        assert verdict["outcome"] == "refuted", key
+        assert all(
+            c["outcome"] == "refuted" and c["ci_high"] < 0 for c in verdict["per_class"].values()
+        )
+
+
+@pytest.mark.parametrize("concurrency", ["c1", "c32"])
+def test_the_pinned_effects_lie_within_the_default_runs_intervals(concurrency: str) -> None:
+    """The README's "on this small model the confound is smaller than the spread between two
+    runs": pinning the scheduler and the runner moves no class's effect out of its interval."""
+    default = record(concurrency)["verdict"]["per_class"]
+    pinned = record(f"{concurrency}-pinned")["verdict"]["per_class"]
+    assert default.keys() == pinned.keys()
+    for cls, was in default.items():
+        assert was["ci_low"] <= pinned[cls]["effect"] <= was["ci_high"], cls

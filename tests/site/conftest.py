@@ -7,16 +7,14 @@ import functools
 import http.server
 import itertools
 import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-import kbgen
 from kbgen.site import build
+from tests.support.site import mkdocs  # noqa: F401  (the site tests import it from here)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -45,22 +43,6 @@ def read_pages(docs: Path) -> dict[str, str]:
         for path in sorted(docs.rglob("*"))
         if path.is_file()
     }
-
-
-def mkdocs(*args: str) -> subprocess.CompletedProcess[str]:
-    """MkDocs, its render hook running the kbgen under test (not the one the venv installed)."""
-    mkdocs = Path(sys.executable).with_name("mkdocs")
-    return subprocess.run(
-        [str(mkdocs), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "NO_MKDOCS_2_WARNING": "1",
-            "PATH": str(mkdocs.parent),
-            "PYTHONPATH": str(Path(kbgen.__file__).parents[1]),
-        },
-    )
 
 
 def serve(site: Path) -> Iterator[str]:

@@ -19,6 +19,7 @@ from kbgen.errors import InvalidInput
 from kbgen.site import build
 from tests.conftest import PLAN, RECORD
 from tests.site.conftest import read_pages
+from tests.support import special
 
 
 def test_nothing_changed_means_nothing_parsed(
@@ -325,16 +326,9 @@ def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
 def test_a_killed_render_s_half_written_pages_are_removed_by_the_next(
     kb_dir: Path, tmp_path: Path
 ) -> None:
-    import subprocess
-
     docs = tmp_path / "docs"
     build.render_site(kb_dir, docs, cache=None)
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
+    gone = special.gone_pid()
     abandoned = docs / "records" / f".index.md.{gone}.7.tmp"
     writing = docs / "records" / f".index.md.{os.getpid()}.8.tmp"  # a writer still at work
     abandoned.write_text("half a pa")

@@ -8,6 +8,8 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -86,3 +88,13 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def gone_pid() -> str:
+    """The id of a process that has ended (a child run to completion): a writer that is gone."""
+    return subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()

@@ -134,16 +134,9 @@ class Evidence:
     contradictions: tuple[Contradiction, ...] = ()
     stale: dict[str, Stale] = field(default_factory=dict)  # by record id
 
-    def question_of(self, record_id: str) -> Question | None:
-        return self._questions_by_record.get(record_id)
-
     def related(self, record_id: str) -> Related:
         """What `record_id`'s page shows: its replications, contradictions, staleness."""
         return self._by_record.get(record_id, NOTHING)
-
-    @functools.cached_property
-    def _questions_by_record(self) -> dict[str, Question]:
-        return {card.id: q for q in self.questions.values() for card in q.cards}
 
     @functools.cached_property
     def _involving(self) -> dict[str, list[Contradiction]]:

@@ -34,7 +34,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -169,14 +169,9 @@ def render_site(
     return changed + leftovers
 
 
-def _cards(products: Any) -> list[Card]:
-    """The records' cards among scan products (or `Known` entries)."""
-    cards = []
-    for product in products:
-        product = getattr(product, "product", product)
-        if isinstance(product, RecordPages):
-            cards.append(product.card)
-    return cards
+def _cards(products: Iterable[Any]) -> list[Card]:
+    """The records' cards among scan products."""
+    return [product.card for product in products if isinstance(product, RecordPages)]
 
 
 def _with_replications(

@@ -147,18 +147,20 @@ def headline(card: Card) -> Markdown:
     return Markdown(" · ".join(parts))
 
 
-def by_question(cards: Iterable[Card]) -> list[tuple[str | None, list[Card]]]:
+def by_question(
+    cards: Iterable[Card], found: Evidence | None = None
+) -> list[tuple[str | None, list[Card]]]:
     """Cards grouped by the question they answer (`kb.replications`), each group's label (as
-    `replications.evidence` gives it) and cards newest first, the groups by their newest card;
-    the cards that answer none last, labelled None."""
+    `found`, the knowledge base's evidence, gives it) and cards newest first, the groups by
+    their newest card; the cards that answer none last, labelled None."""
     cards = sorted(cards, key=lambda c: (c.created, c.id), reverse=True)
-    labels = {key: q.label for key, q in replications.evidence(cards).questions.items()}
+    found = replications.evidence(cards) if found is None else found
     groups: dict[str | None, list[Card]] = {}
     for card in cards:
         groups.setdefault(card.question, []).append(card)
     unasked = groups.pop(None, [])
     out: list[tuple[str | None, list[Card]]] = [
-        (labels[key], group) for key, group in groups.items() if key is not None
+        (found.questions[key].label, group) for key, group in groups.items() if key is not None
     ]
     return [*out, (None, unasked)] if unasked else out
 
