@@ -86,6 +86,19 @@ class KillAfter(bench.NoEvents):
             os.kill(self.pid, signal.SIGKILL)
 
 
+def _group_members(group: int) -> list[int]:
+    """The live processes (not zombies) of process group `group`."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":  # fields: state, ppid, pgrp, …
+            members.append(int(stat.parent.name))
+    return members
+
+
 @pytest.mark.integration
 def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: Path) -> None:
     python = vllm_env.require()
@@ -100,9 +113,11 @@ def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: P
         match=r"stopped answering during variant 'baseline'(.|\n)*"
         r"2 finished samples are kept(.|\n)*--resume",
     ):
-        asyncio.run(bench.run(spec, folder, KillAfter(2)))
+        asyncio.run(bench.run(spec, folder, killed := KillAfter(2)))
     kept = folder.samples()
     assert [s.ok for s in kept][:2] == [True, True] and len([s for s in kept if s.ok]) == 2
+    # the API server was killed from outside: its engine core and workers went with it
+    assert killed.pid is not None and _group_members(killed.pid) == []
 
     assert json.loads((folder.path / "run.json").read_text())["status"] == "running"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,32 @@ def test_a_launch_is_timed_until_the_server_answers_healthy(tmp_path: Path) -> N
     first, again = asyncio.run(go())
     assert first.startup_s is not None and first.startup_s >= delay
     assert again.reused and again.startup_s is None  # a reused server is no launch
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (an unreaped zombie is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_server_that_dies_leaves_none_of_its_processes_behind(tmp_path: Path) -> None:
+    """vLLM's API server that fails at start, or is killed, leaves its engine core running
+    (holding the GPU's memory for the next launch): stopping the server ends its whole group."""
+    pidfile = tmp_path / "worker.pid"
+    script = (
+        "import subprocess, sys\n"
+        "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(worker.pid))\n"
+        "raise SystemExit(1)  # the leader dies; its worker, in its group, lives on\n"
+    )
+    launcher, log = _launch(script, tmp_path, timeout_s=60)
+    with pytest.raises(ServerFailed, match="exited with code 1 while starting"):
+        asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
+    worker = int(pidfile.read_text())
+    for _ in range(50):  # SIGKILL is delivered at once; its reaping may take a moment
+        if not _running(worker):
+            break
+        time.sleep(0.1)
+    assert not _running(worker)

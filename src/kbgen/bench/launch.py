@@ -342,7 +342,9 @@ class ProcessLauncher:
                     break
                 except TimeoutError:
                     continue
-            # workers may outlive the leader by a moment; the group is ours, make sure it is gone
+        if process is not None:
+            # workers outlive a leader that died (killed, or failed at start: vLLM's engine core
+            # holds its memory on): the group is ours, make sure it is gone
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         await _copied(copier)
