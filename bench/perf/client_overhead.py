@@ -141,9 +141,9 @@ class Source:
 # --- kbgen -----------------------------------------------------------------------------------
 
 
-def _sample(i: int) -> Sample:
+def _sample(i: int, repeat: int = 0) -> Sample:
     return Sample(
-        variant="x", prompt_class="c", prompt_index=i, repeat=0, scheduled_ns=0, sent_ns=0
+        variant="x", prompt_class="c", prompt_index=i, repeat=repeat, scheduled_ns=0, sent_ns=0
     )
 
 
@@ -156,7 +156,7 @@ async def kbgen_run(url: str, model: str, cfg: Config) -> dict[str, float]:
         "ignore_eos": True,
     }
     async with Client(url) as client:
-        warm = [_sample(-1 - i) for i in range(cfg.c)]
+        warm = [_sample(i, repeat=-1) for i in range(cfg.c)]
         await asyncio.gather(
             *(client.stream("completions", payload, s, time.perf_counter_ns()) for s in warm)
         )
