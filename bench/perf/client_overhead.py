@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -59,13 +60,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from kbgen.bench.client import Client
+from kbgen.bench import senders
+from kbgen.bench.client import Client, Timeouts
+from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,12 +90,12 @@ class Config:
 def _busy_seconds() -> float:
     """CPU seconds the whole machine has been busy (steal included; guest is inside user)."""
     t = psutil.cpu_times()
-    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+    return float(t.user + t.nice + t.system + t.irq + t.softirq + t.steal)
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
     t = process.cpu_times()
-    return t.user + t.system
+    return float(t.user + t.system)
 
 
 class Meter:
@@ -99,19 +103,21 @@ class Meter:
 
     def __init__(self, source: psutil.Process, ours: list[psutil.Process]) -> None:
         self.source, self.ours = source, [source, *ours]
+        self.source_cores = self.other_cores = 0.0
 
-    def _now(self) -> tuple[float, float, float, float]:
-        ours = sum(_cpu_seconds(p) for p in self.ours)
-        return time.perf_counter(), _busy_seconds(), ours, _cpu_seconds(self.source)
+    def _now(self, ours: list[psutil.Process]) -> tuple[float, float, float, float]:
+        mine = sum(_cpu_seconds(p) for p in ours)
+        return time.perf_counter(), _busy_seconds(), mine, _cpu_seconds(self.source)
 
-    def __enter__(self) -> Meter:
-        self._start = self._now()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        wall, busy, ours, source = (b - a for a, b in zip(self._start, self._now(), strict=True))
+    @contextlib.contextmanager
+    def counting(self, clients: list[psutil.Process]) -> Iterator[Meter]:
+        """Measures the block; `clients`' CPU is ours too (kbgen's client processes)."""
+        ours = [*self.ours, *(p for p in clients if p not in self.ours)]
+        begin = self._now(ours)
+        yield self
+        wall, busy, mine, source = (b - a for a, b in zip(begin, self._now(ours), strict=True))
         self.source_cores = source / wall
-        self.other_cores = max(busy - ours, 0.0) / wall
+        self.other_cores = max(busy - mine, 0.0) / wall
 
 
 class Source:
@@ -138,7 +144,7 @@ class Source:
         self.log.close()
 
 
-# --- kbgen -----------------------------------------------------------------------------------
+# --- kbgen ---------------------------------------------------------------------------------
 
 
 def _sample(i: int, repeat: int = 0) -> Sample:
@@ -147,7 +153,12 @@ def _sample(i: int, repeat: int = 0) -> Sample:
     )
 
 
-async def kbgen_run(url: str, model: str, cfg: Config) -> dict[str, float]:
+async def kbgen_run(
+    url: str, model: str, cfg: Config, processes: int, folder: Path, meter: Meter
+) -> dict[str, float]:
+    """What `kbgen bench` does in a window (`driver._Run.measure`): the requests through a
+    sender of `processes` processes, every sample appended to a run folder's samples.jsonl as
+    it finishes; rates and CPU (this process and its client processes) inside the window."""
     payload = {
         "model": model,
         "prompt": PROMPT,
@@ -155,24 +166,41 @@ async def kbgen_run(url: str, model: str, cfg: Config) -> dict[str, float]:
         "temperature": 0,
         "ignore_eos": True,
     }
-    async with Client(url) as client:
-        warm = [_sample(i, repeat=-1) for i in range(cfg.c)]
-        await asyncio.gather(
-            *(client.stream("completions", payload, s, time.perf_counter_ns()) for s in warm)
-        )
-        samples = [_sample(i) for i in range(cfg.m)]
-        queue = iter(samples)
+    run_folder = RunFolder(folder)
+    samples: list[Sample] = []
 
-        async def worker() -> None:
-            for sample in queue:  # a shared iterator: each worker takes the next request
-                await client.stream("completions", payload, sample, time.perf_counter_ns())
+    async def keep(sample: Sample) -> bool:
+        samples.append(sample)
+        return True
 
-        cpu = time.process_time()
-        start = time.perf_counter_ns()
-        await asyncio.gather(*(worker() for _ in range(cfg.c)))
-        wall_s = (time.perf_counter_ns() - start) / 1e9
-        cpu = time.process_time() - cpu
-    for s in warm + samples:
+    async def append(sample: Sample) -> bool:
+        run_folder.append(sample)
+        samples.append(sample)
+        return True
+
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(Client(url))
+        sender: senders.Sender = senders.InProcess(client)
+        workers: list[psutil.Process] = []
+        if processes > 1:
+            pool = await stack.enter_async_context(senders.Processes(url, Timeouts(), processes))
+            sender, workers = pool, [psutil.Process(w.process.pid) for w in pool.workers]
+        warm = [senders.Job("completions", payload, _sample(i, -1)) for i in range(cfg.c)]
+        await sender.send(warm, cfg.c, keep)
+        jobs = [senders.Job("completions", payload, _sample(i)) for i in range(cfg.m)]
+        me = psutil.Process()
+        clients = [me, *workers]
+        with meter.counting(clients):
+            cpu = sum(_cpu_seconds(p) for p in clients)
+            start = time.perf_counter_ns()
+            await sender.send(jobs, cfg.c, append)
+            wall_s = (time.perf_counter_ns() - start) / 1e9
+            cpu = sum(_cpu_seconds(p) for p in clients) - cpu
+    run_folder.close()
+    written = RunFolder(folder).samples()
+    if len(written) != cfg.m or sorted(s.prompt_index for s in written) != list(range(cfg.m)):
+        raise SystemExit(f"kbgen x{processes}: {len(written)} samples written, {cfg.m} sent")
+    for s in samples:
         chunks = s.chunk_ns
         if not (
             s.ok
@@ -180,13 +208,15 @@ async def kbgen_run(url: str, model: str, cfg: Config) -> dict[str, float]:
             and s.sent_ns <= chunks[0]
             and chunks == sorted(chunks)
             and chunks[-1] <= (s.done_ns or 0)
+            and (s.repeat < 0 or (start <= s.sent_ns and (s.done_ns or 0) <= start + wall_s * 1e9))
         ):
             raise SystemExit(
-                f"kbgen sample {s.prompt_index}: {s.error or ''} {len(chunks)} chunks, "
-                f"{s.output_tokens} output tokens, expected {cfg.n} in order"
+                f"kbgen x{processes} sample {s.prompt_index}: {s.error or ''} {len(chunks)} "
+                f"chunks, {s.output_tokens} output tokens, expected {cfg.n} in order, inside "
+                "the window"
             )
-    chunks = cfg.n * cfg.m
-    return {"rate": chunks / wall_s, "cpu_us_per_chunk": cpu * 1e6 / chunks}
+    total = cfg.n * cfg.m
+    return {"rate": total / wall_s, "cpu_us_per_chunk": cpu * 1e6 / total}
 
 
 # --- vllm bench serve ------------------------------------------------------------------------
@@ -294,39 +324,41 @@ def _vllm_or_why(no_vllm: bool) -> tuple[Path, Path] | str:
     return venv / "bin" / "python", tokenizer
 
 
-def _cells(runs: list[dict[str, float]]) -> list[str]:
-    """Best rate, range of rates, best µs of CPU per chunk and the rate of one free core."""
-    if not runs:
-        return ["-"] * 4
-    rates = [r["rate"] for r in runs]
-    us = min(r["cpu_us_per_chunk"] for r in runs)
-    spread = f"{min(rates) / 1e3:.1f}–{max(rates) / 1e3:.1f}k"
-    return [f"{max(rates):,.0f}", spread, f"{us:.1f}", f"{1e6 / us:,.0f}"]
+Runs = dict[str, dict[str, list[dict[str, float]]]]  # config -> client -> every run's figures
 
 
-def report(configs: list[Config], runs: dict[str, dict[str, list[dict[str, float]]]]) -> None:
+def report(configs: list[Config], runs: Runs) -> None:
     print(
-        "\nSSE chunks/s, best run and range; µs of the client's CPU per chunk (best run) and the "
-        "rate one free\ncore would give; kbgen/vllm: best rates, best CPU; source and other: "
-        "cores, worst run"
+        "\nSSE chunks/s (best run, range); µs of the client's CPU per chunk (best run; kbgen xN: "
+        "its processes together)\nand the rate that CPU gives per free core; vs vllm: best "
+        "rate and best CPU against vllm bench serve's;\nsource and other: cores taken by the "
+        "fake server and by everything else on the machine (worst run)"
     )
-    widths = [20, 9, 13, 6, 9, 11, 13, 6, 9, 8, 11, 11, 7, 6]
-    head = ["", "kbgen", "range", "µs", "1 core", "vllm bench", "range", "µs", "1 core"]
-    head += ["failed", "kbgen/vllm", "CPU ratio", "source", "other"]
+    head = ["", "client", "chunks/s", "range", "µs/chunk", "per core", "vs vllm"]
+    head += ["CPU vs vllm", "failed", "source", "other"]
+    widths = [20, 11, 10, 13, 9, 10, 8, 12, 9, 7, 6]
     rows = [head]
     for cfg in configs:
-        kb, vl = runs[str(cfg)]["kbgen"], runs[str(cfg)]["vllm"]
-        row = [str(cfg), *_cells(kb), *_cells(vl)]
-        if vl:
-            best_us = {k: min(r["cpu_us_per_chunk"] for r in v) for k, v in [("k", kb), ("v", vl)]}
-            row.append(f"{sum(r['failed'] for r in vl):.0f}/{cfg.m * len(vl)}")
-            row.append(f"{max(r['rate'] for r in kb) / max(r['rate'] for r in vl):.2f}")
-            row.append(f"{best_us['v'] / best_us['k']:.2f}")
-        else:
-            row += ["-"] * 3
-        row.append(f"{max(r['source_cores'] for r in kb):.2f}")
-        row.append(f"{max(r['other_cores'] for r in kb + vl):.2f}")
-        rows.append(row)
+        vllm = runs[str(cfg)].get("vllm bench", [])
+        for name, done in runs[str(cfg)].items():
+            if not done:
+                continue
+            rates = [r["rate"] for r in done]
+            us = min(r["cpu_us_per_chunk"] for r in done)
+            row = [str(cfg) if name == next(iter(runs[str(cfg)])) else "", name]
+            row += [f"{max(rates):,.0f}", f"{min(rates) / 1e3:.1f}–{max(rates) / 1e3:.1f}k"]
+            row += [f"{us:.2f}", f"{1e6 / us:,.0f}" if us else "-"]  # psutil counts 10 ms ticks
+            if vllm:
+                vllm_us = min(r["cpu_us_per_chunk"] for r in vllm)
+                row.append(f"{max(rates) / max(r['rate'] for r in vllm):.2f}")
+                row.append(f"{vllm_us / us:.2f}" if us else "-")
+            else:
+                row += ["-", "-"]
+            failed = sum(r.get("failed", 0) for r in done)
+            row.append(f"{failed:.0f}/{cfg.m * len(done)}")
+            row.append(f"{max(r['source_cores'] for r in done):.2f}")
+            row.append(f"{max(r['other_cores'] for r in done):.2f}")
+            rows.append(row)
     for n, row in enumerate(rows):
         print(
             row[0].ljust(widths[0])
@@ -336,19 +368,33 @@ def report(configs: list[Config], runs: dict[str, dict[str, list[dict[str, float
             print("-" * sum(widths))
 
 
+QUICK = {"configs": "4:40:8,64:40:128", "repeats": 1, "processes": "1,2"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
         "--configs",
-        default="1:2000:10,8:500:64,32:200:256",
+        default="16:500:128,256:200:1024,512:200:2048",
         help="C:N:M,... (C concurrency, N chunks per request, M requests)",
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--processes", default="1,2", help="kbgen's client processes, one run of each: 1,2,..."
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small run that checks everything works (make test): {QUICK}",
+    )
     parser.add_argument("--no-vllm", action="store_true", help="measure kbgen alone")
     parser.add_argument("--json", type=Path, help="write every run's figures to this file")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
     configs = [Config(*(int(x) for x in part.split(":"))) for part in args.configs.split(",")]
+    counts = [int(x) for x in args.processes.split(",")]
 
     vllm = _vllm_or_why(args.no_vllm)
     tokenizer = vllm[1] if isinstance(vllm, tuple) else REPO / ".vllm/models/kbgen-tiny-llama"
@@ -356,8 +402,8 @@ def main() -> None:
     source = Source(str(tokenizer), tmp / "fake_vllm.log")  # the model id sets event sizes
     print(f"source {source.url}; {psutil.cpu_count()} CPUs; logs in {tmp}", flush=True)
     vb: VllmBench | None = None
-    runs: dict[str, dict[str, list[dict[str, float]]]] = {
-        str(cfg): {"kbgen": [], "vllm": []} for cfg in configs
+    runs: Runs = {
+        str(cfg): {**{f"kbgen x{n}": [] for n in counts}, "vllm bench": []} for cfg in configs
     }
     try:
         if isinstance(vllm, str):
@@ -376,19 +422,23 @@ def main() -> None:
         for repeat in range(args.repeats):
             for cfg in configs:
                 line = f"  repeat {repeat + 1}, {cfg}:"
-                with Meter(fake, ours) as meter:
-                    run = asyncio.run(kbgen_run(source.url, str(tokenizer), cfg))
-                run |= {"source_cores": meter.source_cores, "other_cores": meter.other_cores}
-                runs[str(cfg)]["kbgen"].append(run)
-                line += f" kbgen {run['rate']:,.0f} (source {meter.source_cores:.2f} cores)"
+                for n in counts:
+                    folder = tmp / f"run-{cfg.c}-{cfg.n}-{cfg.m}-x{n}-{repeat}"
+                    folder.mkdir()
+                    meter = Meter(fake, ours)
+                    run = asyncio.run(kbgen_run(source.url, str(tokenizer), cfg, n, folder, meter))
+                    run |= {"source_cores": meter.source_cores, "other_cores": meter.other_cores}
+                    runs[str(cfg)][f"kbgen x{n}"].append(run)
+                    line += f" kbgen x{n} {run['rate']:,.0f},"
                 if vb is not None:
                     out = tmp / f"vllm-{cfg.c}-{cfg.n}-{cfg.m}-{repeat}.json"
-                    with Meter(fake, ours) as meter:
+                    meter = Meter(fake, ours)
+                    with meter.counting([]):
                         run = vllm_run(vb, vllm_argv(source.url, tokenizer, cfg, out), out, cfg)
-                    run["other_cores"] = meter.other_cores
-                    runs[str(cfg)]["vllm"].append(run)
-                    line += f", vllm bench {run['rate']:,.0f} ({run['failed']:.0f} failed)"
-                print(line + " chunks/s", flush=True)
+                    run |= {"source_cores": meter.source_cores, "other_cores": meter.other_cores}
+                    runs[str(cfg)]["vllm bench"].append(run)
+                    line += f" vllm bench {run['rate']:,.0f} ({run['failed']:.0f} failed),"
+                print(f"{line[:-1]} chunks/s", flush=True)
     finally:
         if vb is not None:
             vb.stop()

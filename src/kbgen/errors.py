@@ -80,3 +80,8 @@ class ServerUnreachable(ServerError):
 
 class MetricsError(ServerError):
     """The server's `/metrics` text could not be parsed."""
+
+
+class ClientFailed(KbgenError):
+    """A client process of `kbgen bench` died during a window (killed, out of memory, a bug);
+    the run keeps every sample that finished."""

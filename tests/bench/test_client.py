@@ -8,6 +8,7 @@ error, nothing listening — runs against loopback aiohttp servers through the d
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import re
@@ -200,6 +201,19 @@ def test_a_bad_stream_is_recorded_not_raised(chunks: list[bytes], error: str) ->
     assert result.error is not None
     assert re.search(error, result.error), result.error
     assert result.done_ns is not None
+
+
+def test_text_that_is_not_utf8_reads_with_replacement_characters() -> None:
+    """The events are validated as bytes; bytes that are not UTF-8 are read as they always were
+    (decoded with U+FFFD in their place), not failed as malformed."""
+    events = [
+        b'data: {"choices": [{"text": "a\xff"}], "usage": {"completion_tokens": 1}}\r\n\r\n',
+        b"data: [DONE]\n\n",
+    ]
+    result, _ = stream_replayed(events)
+    assert result.ok, result.error
+    assert result.output_hash == hashlib.sha256("a\ufffd".encode()).hexdigest()[:16]
+    assert result.chunk_tokens == [1] and result.output_tokens == 1
 
 
 def _event(**fields: Any) -> bytes:

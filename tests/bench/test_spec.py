@@ -20,6 +20,7 @@ def test_the_demo_spec_loads() -> None:
     assert experiment.baseline == "baseline" and set(experiment.variants) == {"baseline", "ngram"}
     assert isinstance(experiment.server, spec.ProcessServer)
     assert experiment.workload.classes == ["coding", "math", "explanatory"]
+    assert experiment.workload.client_processes == "auto"  # one process up to 128 streams
 
 
 @pytest.mark.parametrize(
@@ -36,13 +37,34 @@ def test_the_demo_spec_loads() -> None:
         ("  concurrency: 1", "  concurrency: 0", "workload.concurrency", "greater than or equal"),
         ("  port: 8011", "  port: 99999", "server.port", "less than or equal to 65535"),
         (
+            "  concurrency: 1",
+            "  client_processes: 0\n  concurrency: 1",
+            "workload.client_processes",
+            "greater than or equal to 1; or Input should be 'auto'",
+        ),
+        (
+            "  concurrency: 1",
+            "  client_processes: many\n  concurrency: 1",
+            "workload.client_processes",
+            "valid integer; or Input should be 'auto'",
+        ),
+        (
             "      num_speculative_tokens: 5",
             "      num_speculative_tokens: five",
             "variants.ngram.speculative_config.num_speculative_tokens",
             "valid integer",
         ),
     ],
-    ids=["launcher", "baseline", "typo", "concurrency", "port", "spec-tokens"],
+    ids=[
+        "launcher",
+        "baseline",
+        "typo",
+        "concurrency",
+        "port",
+        "client-processes-0",
+        "client-processes-word",
+        "spec-tokens",
+    ],
 )
 def test_spec_mistakes_are_located(
     tmp_path: Path, old: str, new: str, field: str, message: str

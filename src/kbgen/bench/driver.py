@@ -15,7 +15,6 @@ what has no successful sample yet, in the order run.json recorded.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
@@ -26,14 +25,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import machine, metrics, prompts, provenance
+from kbgen.bench import machine, metrics, prompts, provenance, senders
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
-from kbgen.errors import InvalidInput, MetricsError, Problem, ServerFailed, ServerUnreachable
+from kbgen.errors import (
+    ClientFailed,
+    InvalidInput,
+    MetricsError,
+    Problem,
+    ServerFailed,
+    ServerUnreachable,
+)
 from kbgen.kb.models import baseline_first
 from kbgen.kb.problems import located
 
@@ -278,7 +284,14 @@ class _Run:
             self.folder.log(name),
             lambda seconds: self.events.waiting(name, seconds),
         )
-        async with Client(launched.url, timeouts=self.timeouts) as client:
+        processes = senders.processes_for(self.workload.client_processes, self.workload.concurrency)
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(Client(launched.url, timeouts=self.timeouts))
+            sender: senders.Sender = senders.InProcess(client)
+            if processes > 1:  # started before the window: their start-up is not timed
+                sender = await stack.enter_async_context(
+                    senders.Processes(launched.url, self.timeouts, processes)
+                )
             served = await client.served_model()
             model = served.id
             earlier = self.folder.meta().variants.get(name)
@@ -297,12 +310,12 @@ class _Run:
                 **({"startup_s": startups} if startups else {}),  # run.json as before without
             )
             self.events.variant_started(name, len(todo), launched)
-            await self.warm_up(client, name, model)
+            await self.warm_up(client, sender, name, model)
             window = len(info.windows)
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
             sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
-            failure = await self.measure(client, name, model, todo)
+            failure, client_died = await self.measure(client, sender, name, model, todo)
             end_ns = time.perf_counter_ns()
             load = sampler.stop()
             after = None
@@ -320,84 +333,104 @@ class _Run:
         )
         if self.workload.rounds > 1:  # left unset in a run of one round: run.json as before
             measured.round = round_
+        if processes > 1:  # left unset for one: run.json as before
+            measured.client_processes = processes
         info.windows.append(measured)
         meta = self.folder.meta()
         meta.variants[name] = info
         self.folder.write_meta(meta)
         if failure:
             kept = len([s for s in self.folder.samples() if s.ok])
+            where = (
+                f"{kept} finished samples are kept in {self.folder.path}. "
+                f"Continue with: kbgen bench --resume {self.folder.path}"
+            )
+            if client_died:
+                raise ClientFailed(f"variant {name!r}: {failure}; {where}")
             raise ServerFailed(
                 f"the server stopped answering during variant {name!r} ({failure}): "
-                f"{why(self.folder.log(name))}; {kept} finished samples are kept in "
-                f"{self.folder.path}. Continue with: kbgen bench --resume {self.folder.path}"
+                f"{why(self.folder.log(name))}; {where}"
             )
 
     def round_field(self, round_: int) -> int | None:
         """What samples and windows record as their round: None in a run of one round."""
         return round_ if self.workload.rounds > 1 else None
 
-    async def warm_up(self, client: Client, name: str, model: str) -> None:
-        """At least one unmeasured request per concurrent slot; all failing stops the run."""
+    async def warm_up(self, client: Client, sender: senders.Sender, name: str, model: str) -> None:
+        """At least one unmeasured request per concurrent slot, sent at once through the
+        window's sender (its connections warmed too); all failing stops the run."""
         if not self.workload.warmup:
             return
         first = self.workload.classes[0]
         prompts_ = self.suite[first]
         count = max(self.workload.warmup, self.workload.concurrency)
-        results = await asyncio.gather(
-            *(
-                client.stream(
-                    self.workload.api,
-                    payload(self.workload, model, prompts_[i % len(prompts_)]),
-                    Sample(
-                        variant=name,
-                        prompt_class=first,
-                        prompt_index=i,
-                        repeat=-1,
-                        scheduled_ns=0,
-                        sent_ns=0,
-                    ),
-                    time.perf_counter_ns(),
-                )
-                for i in range(count)
+        jobs = [
+            senders.Job(
+                self.workload.api,
+                payload(self.workload, model, prompts_[i % len(prompts_)]),
+                Sample(
+                    variant=name,
+                    prompt_class=first,
+                    prompt_index=i % len(prompts_),
+                    repeat=-1,
+                    scheduled_ns=0,
+                    sent_ns=0,
+                ),
             )
-        )
+            for i in range(count)
+        ]
+        results: list[Sample] = []
+
+        async def done(sample: Sample) -> bool:
+            results.append(sample)
+            return True
+
+        await sender.send(jobs, count, done)
         if not any(r.ok for r in results):
             raise ServerFailed(
                 f"every warm-up request to variant {name!r} failed: "
                 f"{results[0].error}; server log: {self.folder.log(name)}"
             )
 
-    async def measure(self, client: Client, name: str, model: str, todo: list[Key]) -> str | None:
+    async def measure(
+        self, client: Client, sender: senders.Sender, name: str, model: str, todo: list[Key]
+    ) -> tuple[str | None, bool]:
         """Send `todo` at the spec's concurrency, appending each sample as it finishes.
 
-        Returns why it stopped early (the server died or stopped answering), or None.
+        Returns why it stopped early (the server died or stopped answering, or a client
+        process died: then True), or None.
         """
-        queue = list(reversed(todo))
         failure: list[str] = []
-
-        async def worker() -> None:
-            while queue and not failure:
-                key = queue.pop()
-                scheduled = time.perf_counter_ns()
-                sample = Sample(
+        jobs = [
+            senders.Job(
+                self.workload.api,
+                payload(self.workload, model, self.suite[key.prompt_class][key.prompt_index]),
+                Sample(
                     variant=name,
                     prompt_class=key.prompt_class,
                     prompt_index=key.prompt_index,
                     repeat=key.repeat,
                     round=self.round_field(key.round),
                     attempt=self.attempt,
-                    scheduled_ns=scheduled,
-                    sent_ns=scheduled,
-                )
-                body = payload(self.workload, model, self.suite[key.prompt_class][key.prompt_index])
-                await client.stream(self.workload.api, body, sample, scheduled)
-                self.folder.append(sample)
-                self.events.sample_done(sample)
-                if not sample.ok and not (self.launcher.alive() and await client.healthy()):
-                    failure.append(sample.error or "no reason given")
+                    scheduled_ns=0,
+                    sent_ns=0,
+                ),
+            )
+            for key in todo
+        ]
 
-        await asyncio.gather(*(worker() for _ in range(self.workload.concurrency)))
-        return failure[0] if failure else None
+        async def done(sample: Sample) -> bool:
+            self.folder.append(sample)
+            self.events.sample_done(sample)
+            if not sample.ok and not (self.launcher.alive() and await client.healthy()):
+                failure.append(sample.error or "no reason given")
+            return not failure
+
+        try:
+            await sender.send(jobs, self.workload.concurrency, done)
+        except ClientFailed as exc:
+            return str(exc), True
+        return (failure[0] if failure else None), False
 
 
 def totals(

@@ -37,6 +37,11 @@ class Window(Model):
     load: MachineLoad | None = Field(
         default=None, description="How busy the machine was meanwhile (None: not measured)."
     )
+    client_processes: Count | None = Field(
+        default=None,
+        ge=2,
+        description="Client processes its streams were split over (None: one, kbgen's own).",
+    )
 
 
 class VariantRun(Model):
