@@ -395,7 +395,7 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
     # The hot loop of the client: per event a slice, one validation and a few dict reads; the
     # sample's counts are written back once (a model's attribute write costs as much as a parse).
     parser = SSEParser()
-    feed, validate, clock = parser.feed_raw, _EVENT.validate_json, time.perf_counter_ns
+    feed, validate, clock = parser.feed_raw, _EVENT.validator.validate_json, time.perf_counter_ns
     text = hashlib.sha256()  # of the generated text, fed as it streams: no copy of it is kept
     stamps, counts = sample.chunk_ns, sample.chunk_tokens
     seen_tokens = 0

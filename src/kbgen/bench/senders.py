@@ -21,6 +21,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -337,4 +338,7 @@ async def _work() -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C is the parent's to handle (its run is "interrupted", not a client that died);
+    # the parent closing this process's stdin is what ends it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     asyncio.run(_work())
