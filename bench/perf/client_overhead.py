@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""How many SSE chunks per second can one kbgen process ingest and timestamp, vs `vllm bench serve`?
+"""SSE chunks/s kbgen ingests and timestamps, in one process and in several, vs vllm bench serve.
 
 What it measures
 ----------------
-The client-side ceiling of kbgen's streaming client (`kbgen.bench.client`), next to the
-reference tool that ships with vLLM, on the same local source in the same run:
+The client-side ceiling of kbgen's streaming client (`kbgen.bench.client`, sent through
+`kbgen.bench.senders` as `kbgen bench` sends a window), next to the reference tool that ships
+with vLLM, on the same local source in the same run:
 
 - **Source**: `bench/perf/fake_vllm.py`, a fake vLLM 0.32 OpenAI server in its own process on
   127.0.0.1, streaming `max_tokens` precomputed SSE chunks per request, shaped byte-for-byte like
   vLLM's completion chunks with continuous usage stats (one token per chunk), as fast as the
-  client reads. Its CPU during kbgen's runs is printed: well under one core ⇒ the client, not the
-  source, is the bottleneck.
-- **kbgen**: M requests, concurrency C (C workers over `asyncio.gather`, as `kbgen bench` does),
-  through `Client.stream("completions", ...)` after C warm-up requests; chunks/s = every
-  token-bearing chunk ÷ wall time (first send → last stream end). Every sample must be ok, with N
-  chunks, N output tokens and its chunk stamps in order inside the request.
+  client reads. Its CPU during each run is printed ("source", cores): well under one core ⇒ the
+  client, not the source, is the bottleneck.
+- **kbgen xP**: M requests at concurrency C through the sender `kbgen bench` would use with
+  `client_processes: P` (P = 1: C coroutines in this event loop; P > 1: C split over P client
+  processes, `python -m kbgen.bench.senders`), after C warm-up requests through the same sender,
+  and every sample appended to a run folder's samples.jsonl as it comes back, as the driver does
+  (`RunFolder.append`: one line, flushed). chunks/s = every token-bearing chunk ÷ wall time
+  (first send → last sample handed back). Every sample must be ok, with N chunks, N output tokens,
+  its chunk stamps in order inside the request and inside this process's window (the client
+  processes' clock is this one's), and the run folder must hold all M.
 - **vllm bench serve**: the same N, M, C (`--dataset-name random --random-output-len N
   --num-prompts M --max-concurrency C --ignore-eos --num-warmups C`) through the project's wrapper
   `bench/vllm/vllm_cli.py`, all runs in one resident process (`vllm_bench_driver.py`: its import
@@ -24,11 +29,17 @@ reference tool that ships with vLLM, on the same local source in the same run:
   vllm bench 0.32 fails some requests on this source (JSONDecodeError: it `strip()`s every read,
   so a read that ends right after `data: ` corrupts the event — open PR vllm-project/vllm#51172):
   they are counted, and the chunks they received still count.
-- **CPU per chunk**: each client's own CPU time inside its measured window ÷ chunks
-  (`time.process_time()`, in this process for kbgen, sampled inside the driver for vllm bench);
-  1e6 ÷ µs is the rate one free core would give: the figure to trust on a shared machine.
-  "other" is the CPU that every process outside this benchmark and the hypervisor (steal) took
-  during a run, in cores (psutil): near 0 on a quiet machine.
+- **CPU per chunk**: each client's own CPU time inside its measured window ÷ chunks (psutil, for
+  kbgen this process and its client processes together; sampled inside the driver for vllm
+  bench). 1e6 ÷ µs is the rate that CPU gives per free core: the figure to trust on a shared
+  machine. "other" is the CPU that every process outside this benchmark and the hypervisor
+  (steal) took during a run, in cores: near 0 on a quiet machine.
+
+Reading it honestly: vllm bench is one process, so its rate is at most one core's; kbgen xP can
+use P cores, and beats it by its rate only where the machine has those cores free. On a small
+machine the source, kbgen's processes and everyone else share the cores: then the rates say
+what this machine gave (look at "source" and "other"), and the CPU per chunk what a free core
+would give each client.
 
 Each measurement is repeated (`--repeats`), the clients' runs interleaved; the table shows the
 best run and the range of rates.
@@ -37,10 +48,11 @@ How to run
 ----------
 From the repository root with kbgen's dev venv (psutil is a dev dependency):
 
-    .venv/bin/python bench/perf/client_overhead.py [--configs C:N:M,...] [--repeats 3]
-        [--no-vllm] [--json FILE] [--keep-logs]
+    .venv/bin/python bench/perf/client_overhead.py [--configs C:N:M,...] [--processes 1,2]
+        [--repeats 3] [--quick] [--no-vllm] [--json FILE] [--keep-logs]
 
-`--configs` defaults to `1:2000:10,8:500:64,32:200:256`. vllm bench runs when vLLM's venv
+`--configs` defaults to `16:500:128,256:200:1024,512:200:2048`; `--quick` is a small run that
+checks everything works (the test suite runs it). vllm bench runs when vLLM's venv
 (`KBGEN_VLLM_VENV`, default `<repo>/.vllm/venv`) and the tiny model's tokenizer
 (`KBGEN_VLLM_MODELS`, default `<repo>/.vllm/models`, model `kbgen-tiny-llama`) are there;
 otherwise kbgen is measured alone, and the script says why. Only 127.0.0.1 is contacted; logs and
