@@ -702,7 +702,8 @@ def _text_of(prompt: Any) -> str | None:
     content = users[-1].get("content") if users else None
     if isinstance(content, list):
         parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        content = "".join(parts) if parts and all(isinstance(p, str) for p in parts) else None
+        texts = [p for p in parts if isinstance(p, str)]
+        content = "".join(texts) if texts and len(texts) == len(parts) else None
     return content if isinstance(content, str) else None
 
 
