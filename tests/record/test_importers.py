@@ -859,3 +859,31 @@ def test_prompts_on_the_command_line(
     first, *rest = result.stderr.splitlines()  # the problem on one line, then their count
     assert message in first and rest == (["1 problem in 1 file(s)"] if code == 1 else [])
     assert "Traceback" not in result.output and not (tmp_path / "records").exists()
+
+
+def test_a_chat_stream_of_the_role_chunk_alone_counts_no_token(tmp_path: Path) -> None:
+    """One chunk and one token said: the chunk is the role-only one, so no chunk is known to
+    have held the token, and the variant keeps no per-token ITL."""
+
+    def role_chunk_only(data: dict[str, Any]) -> None:
+        data["total_output_tokens"] -= data["output_lens"][4] - 1
+        data["output_lens"][4], data["itls"][4] = 1, []
+
+    found = imports.vllm_bench(_changed(CHAT_BASE, tmp_path / "b.json", role_chunk_only), "b")
+    assert found.samples[4].ok and not any(s.chunk_tokens for s in found.samples)
+    assert any(
+        "in 1 of 16 requests the chunks did not hold one token each" in n for n in found.notes
+    )
+
+
+def test_a_guidellm_request_without_its_prompt_text_cannot_be_matched(tmp_path: Path) -> None:
+    suite = [json.loads(line) for line in _chat_lines()]
+    changed = _guidellm_sent([p["prompt"] for p in suite[:12]])
+
+    def one_without(data: dict[str, Any]) -> None:
+        changed(data)
+        data["benchmarks"][0]["requests"]["successful"][2]["request_args"] = "{not json"
+
+    found = [imports.guidellm(_changed(GL_BASE, tmp_path / "g.json", one_without), "baseline")]
+    with pytest.raises(InvalidInput, match=r"g\.json: request 2 kept no prompt text to find in"):
+        imports.classify(found, PROMPTS)

@@ -504,11 +504,14 @@ def _vllm_bench_requests(path: Path, result: VllmBenchResult, out: Imported) -> 
     for i, (ttft, gaps, length, error) in enumerate(zip(ttfts, itls, lengths, errors, strict=True)):
         failed = _vllm_bench_error(error, ttft, length)
         gaps = list(gaps or [])
-        if leading and ttft is not None and len(gaps) >= leading:
-            # The first token came in the chunk after the role-only one. A stream of the role
-            # chunk alone keeps the tool's timing, and chunks that cannot count one token each.
+        tokenless = len(gaps) < (leading or 0)  # a stream of the role chunk alone
+        if leading and ttft is not None and not tokenless:
+            # the first token came in the chunk after the role-only one
             ttft, gaps = ttft + sum(gaps[:leading]), gaps[leading:]
-        out.samples.append(_sample(variant, i, ttft, gaps, length, failed))
+        sample = _sample(variant, i, ttft, gaps, length, failed)
+        if tokenless:  # its TTFT is the tool's, at a chunk that held no token: none is counted
+            sample.chunk_tokens = []
+        out.samples.append(sample)
     out.in_order_sent = True  # the tool gathers its results in the order it sent the requests
     ok = sum(s.ok for s in out.samples)
     counted = {
@@ -805,20 +808,23 @@ def _match(imported: Imported, path: Path, suite: list[prompts.Prompt]) -> list[
         classes: dict[str, set[str]] = {}
         for p in suite:
             classes.setdefault(p.text, set()).add(p.prompt_class)
-        found = [
-            classes.get(text, set()) if text is not None else set()
-            for text in imported.prompt_texts
-        ]
-        missing = [i for i, c in enumerate(found) if not c]
-        if missing:
-            message = f"is not in {path} ({len(missing)} of {n} requests' prompts are not)"
-        elif twice := [i for i, c in enumerate(found) if len(c) > 1]:
-            missing, message = twice, f"is in {path} under {len(found[twice[0]])} classes"
-        if missing:
-            raise InvalidInput(
-                [Problem(source, None, "", f"the prompt of request {missing[0]} {message}")]
+        matched: list[str] = []
+        for i, text in enumerate(imported.prompt_texts):
+            found = classes.get(text, set()) if text is not None else set()
+            if len(found) == 1:
+                matched.append(found.pop())
+                continue
+            unmatched = sum(1 for t in imported.prompt_texts if t is None or t not in classes)
+            message = (
+                f"request {i} kept no prompt text to find in {path}"
+                if text is None
+                else f"the prompt of request {i} is in {path} under {len(found)} classes"
+                if found
+                else f"the prompt of request {i} is not in {path} ({unmatched} of {n} "
+                "requests' prompts are not)"
             )
-        return [min(c) for c in found]
+            raise InvalidInput([Problem(source, None, "", message)])
+        return matched
     if not imported.in_order_sent or not n:
         raise InvalidInput(
             [
