@@ -790,8 +790,9 @@ def classify(found: list[Imported], path: Path) -> Suite:
         how = (
             "by prompt text (each request's prompt found in the file)"
             if imported.prompt_texts
-            else "by position (the result file keeps no prompt texts: request i is the file's "
-            "prompt i, as vllm bench serve --dataset-name custom --disable-shuffle sends them)"
+            else "by position (the result file keeps no prompt texts: request i is taken to be "
+            "the file's prompt i, as vllm bench serve --dataset-name custom --disable-shuffle "
+            "sends them)"
         )
         imported.notes = [n for n in imported.notes if n != no_split(imported.variant)]
         imported.notes.append(f"{imported.variant}: classes from {path.name}, matched {how}")
