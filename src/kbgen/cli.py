@@ -349,6 +349,13 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     help="With --from: the experiment spec whose hypothesis, title and tasks the record takes.",
 )
 @click.option(
+    "--prompts",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="With --from: the prompt file (JSONL of class and prompt) the tool sent; requests take "
+    "their classes from it, matched by prompt text (GuideLLM) or by position (vllm bench serve "
+    "--dataset-name custom --disable-shuffle).",
+)
+@click.option(
     "--records",
     type=click.Path(path_type=Path, file_okay=False),
     default=DEFAULT_RECORDS,
@@ -378,6 +385,7 @@ def record(
     tool: str | None,
     into: Path | None,
     spec_path: Path | None,
+    prompts: Path | None,
     records: Path,
     allow_mismatch: bool,
     allow_summary_only: bool,
@@ -395,11 +403,14 @@ def record(
       kbgen record runs/20261129T101500-ngram-vs-baseline
       kbgen record runs/20261129T101500-ngram-vs-baseline --into records/2026-11-29-ngram.yaml
       kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
+      kbgen record --from vllm-bench baseline=b.json ngram=n.json --spec exp.yaml --prompts p.jsonl
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
     from kbgen.record.command import record_import, record_run
     from kbgen.record.recompute import recompute
 
+    if prompts is not None and tool is None:
+        raise UsageError("--prompts goes with --from: a run folder and a record keep their classes")
     if check_only:
         problems = [p for target in targets for p in recompute(Path(target))]
         if problems:
@@ -408,7 +419,14 @@ def record(
         return
     if tool is not None:
         path = record_import(
-            tool, list(targets), records, into, spec_path, allow_mismatch, allow_summary_only
+            tool,
+            list(targets),
+            records,
+            into,
+            spec_path,
+            allow_mismatch,
+            allow_summary_only,
+            prompts,
         )
     else:
         if len(targets) != 1:

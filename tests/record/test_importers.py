@@ -5,6 +5,7 @@ How the fixtures were made: tests/fixtures/imports/README.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -24,6 +25,14 @@ from tests.support import special
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
 BASE, NGRAM = FIXTURES / "vllm-bench-baseline.json", FIXTURES / "vllm-bench-ngram.json"
+CHAT_BASE = FIXTURES / "vllm-bench-chat-baseline.json"
+CHAT_NGRAM = FIXTURES / "vllm-bench-chat-ngram.json"
+PROMPTS = FIXTURES / "prompts.jsonl"  # the prompt file the chat runs sent
+API = ["completions", "chat"]
+# Real `vllm bench serve --dataset-name custom --disable-shuffle` pairs (baseline, n-gram) and
+# the prompt file they sent, one row per machine: another pair of result files is one more row
+# (tests/fixtures/imports/README.md says how each was made).
+BY_POSITION = [pytest.param(CHAT_BASE, CHAT_NGRAM, PROMPTS, id="cpu-tiny-chat")]
 FASTER = Hypothesis(
     statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
 )
@@ -267,21 +276,27 @@ def test_a_vllm_bench_file_that_disagrees_with_itself_is_refused(
 
 
 def _two_tokens_in_one_chunk(data: dict[str, Any]) -> None:
-    """Request 5's first two gaps as one: a chunk carrying two tokens, the way vllm bench
+    """Request 5's last two gaps as one: a chunk carrying two tokens, the way vllm bench
     records it under speculative decoding (one gap per chunk, the token count unsaid)."""
     gaps = data["itls"][5]
-    data["itls"][5] = [gaps[0] + gaps[1], *gaps[2:]]
+    data["itls"][5] = [*gaps[:-2], gaps[-2] + gaps[-1]]
 
 
-def test_per_token_itl_only_when_every_request_qualifies(tmp_path: Path) -> None:
-    whole = imports.vllm_bench(BASE, "baseline")
+@pytest.mark.parametrize(("base", "ngram"), [(BASE, NGRAM), (CHAT_BASE, CHAT_NGRAM)], ids=API)
+def test_per_token_itl_only_when_every_request_qualifies(
+    tmp_path: Path, base: Path, ngram: Path
+) -> None:
+    whole = imports.vllm_bench(base, "baseline")
     assert all(s.chunk_tokens for s in whole.samples)  # every chunk one token: ITL known
-    path = _changed(BASE, tmp_path / "b.json", _two_tokens_in_one_chunk)
+    path = _changed(base, tmp_path / "b.json", _two_tokens_in_one_chunk)
     found = imports.vllm_bench(path, "baseline")
-    # the other 11 requests still qualify, but a per-token ITL of them alone would be biased
+    # the other requests still qualify, but a per-token ITL of them alone would be biased
     assert not any(s.chunk_tokens for s in found.samples)
-    assert any("in 1 of 12 requests chunks carried several tokens" in n for n in found.notes)
-    data, _ = compose.from_imports([found, imports.vllm_bench(NGRAM, "ngram")], "x", "X", FASTER)
+    n = len(found.samples)
+    assert f"baseline: in 1 of {n} requests the chunks did not hold one token each" in "".join(
+        found.notes
+    )
+    data, _ = compose.from_imports([found, imports.vllm_bench(ngram, "ngram")], "x", "X", FASTER)
     assert "itl_ms" not in data.measurements["baseline"]["all"]
     assert "chunk_gap_ms" in data.measurements["baseline"]["all"]
 
@@ -635,3 +650,240 @@ def test_a_variant_name_that_is_not_a_slug_is_a_usage_error(tmp_path: Path, name
         "or underscores\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# --- what a chunk carries, and classes from the prompt file --------------------------------
+
+
+@pytest.mark.parametrize("path", [BASE, CHAT_BASE, *(p.values[0] for p in BY_POSITION)])
+def test_one_token_per_chunk_gives_a_per_token_itl(path: Path) -> None:
+    """Completions: N tokens in N chunks, N - 1 ITLs. Chat: vLLM's role-only chunk first, so
+    N ITLs; the first token, and kbgen's TTFT, is one gap after the tool's TTFT."""
+    raw = json.loads(path.read_text())
+    found = imports.vllm_bench(path, "baseline")
+    leading = 1 if raw["backend"] == "openai-chat" else 0
+    assert [len(gaps) for gaps in raw["itls"]] == [n - 1 + leading for n in raw["output_lens"]]
+    for sample, ttft, gaps, n in zip(
+        found.samples, raw["ttfts"], raw["itls"], raw["output_lens"], strict=True
+    ):
+        assert sample.chunk_tokens == [1] * n == [1] * len(sample.chunk_ns)
+        first = ttft + sum(gaps[:leading])
+        assert sample.metrics()["ttft_ms"] == pytest.approx(first * 1000, abs=1e-3)
+        assert sample.metrics()["e2e_ms"] == pytest.approx((ttft + sum(gaps)) * 1000, abs=0.01)
+    assert not any("did not hold one token each" in n for n in found.notes)
+    assert (imports.VLLM_BENCH_CHAT in found.notes) == bool(leading)
+
+
+@pytest.mark.parametrize(("base", "ngram", "prompts"), BY_POSITION)
+def test_a_chat_import_with_its_prompt_file(
+    tmp_path: Path, base: Path, ngram: Path, prompts: Path
+) -> None:
+    """The issue's case: per-token ITL for the baseline, no false multi-token note, and the
+    prompt file's classes, matched by position."""
+    records = tmp_path / "records"
+    spec = Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"
+    args = ["record", "--from", "vllm-bench", f"baseline={base}", f"ngram={ngram}"]
+    result = CliRunner().invoke(
+        cli, [*args, "--spec", str(spec), "--records", str(records), "--prompts", str(prompts)]
+    )
+    assert result.exit_code == 0, result.output
+    suite = [json.loads(line) for line in prompts.read_text().splitlines()]
+    classes = list(dict.fromkeys(p["class"] for p in suite))
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] == classes
+    saved = kb.load_file(Path(result.stdout.strip()))
+    assert saved.workload.classes == classes
+    assert saved.workload.prompt_suite_sha256 == hashlib.sha256(prompts.read_bytes()).hexdigest()
+    assert saved.verdict is not None and list(saved.verdict.per_class) == classes
+    for cls in classes:
+        assert "itl_ms" in saved.measurements["baseline"][cls]
+        assert "itl_ms" not in saved.measurements["ngram"][cls]  # n-gram: several a chunk
+    assert saved.provenance is not None
+    notes = saved.provenance.notes
+    assert not any(n.startswith("baseline: in ") for n in notes)  # no multi-token note
+    assert any(n.startswith("ngram: in ") and "one token each" in n for n in notes)
+    for variant in ("baseline", "ngram"):
+        assert f"{variant}: classes from {prompts.name}, matched by position" in "\n".join(notes)
+        assert imports.no_split(variant) not in notes
+    assert CliRunner().invoke(cli, ["record", "--check", result.stdout.strip()]).exit_code == 0
+
+
+@pytest.mark.parametrize(("base", "ngram", "prompts"), BY_POSITION)
+def test_classes_by_position(base: Path, ngram: Path, prompts: Path) -> None:
+    found = [imports.vllm_bench(base, "baseline"), imports.vllm_bench(ngram, "ngram")]
+    suite = imports.classify(found, prompts)
+    lines = [json.loads(line)["class"] for line in prompts.read_text().splitlines()]
+    for imported in found:
+        assert [s.prompt_class for s in imported.samples] == lines
+    assert suite.classes == list(dict.fromkeys(lines))
+
+
+def test_without_prompts_an_import_has_one_class() -> None:
+    found = [imports.vllm_bench(CHAT_BASE, "baseline"), imports.vllm_bench(CHAT_NGRAM, "ngram")]
+    data, _ = compose.from_imports(found, "x", "X", FASTER)
+    assert data.workload.classes == ["all"] and data.workload.prompt_suite_sha256 is None
+    assert data.provenance is not None and imports.no_split("ngram") in data.provenance.notes
+
+
+def _guidellm_sent(texts: list[str]) -> Callable[[dict[str, Any]], None]:
+    """The real report's requests as if they had sent `texts`, one each (chat messages for
+    every other request: GuideLLM sends either body)."""
+
+    def change(data: dict[str, Any]) -> None:
+        for i, (request, text) in enumerate(
+            zip(data["benchmarks"][0]["requests"]["successful"], texts, strict=True)
+        ):
+            args = json.loads(request["request_args"])
+            body = args["body"]
+            body.pop("prompt")
+            if i % 2:
+                body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+            else:
+                body["prompt"] = text
+            request["request_args"] = json.dumps(args)
+
+    return change
+
+
+def test_guidellm_classes_by_prompt_text(tmp_path: Path) -> None:
+    suite = [json.loads(line) for line in PROMPTS.read_text().splitlines()]
+    sent = [p["prompt"] for p in reversed(suite[:12])]  # not the file's order: matched by text
+    path = _changed(GL_BASE, tmp_path / "g.json", _guidellm_sent(sent))
+    found = [imports.guidellm(path, "baseline"), imports.guidellm(path, "ngram")]
+    classified = imports.classify(found, PROMPTS)
+    expected = [p["class"] for p in reversed(suite[:12])]
+    assert [s.prompt_class for s in found[0].samples] == expected
+    assert classified.classes == ["coding", "explanatory"]
+    assert f"baseline: classes from {PROMPTS.name}, matched by prompt text" in "\n".join(
+        found[0].notes
+    )
+    data, _ = compose.from_imports(found, "x", "X", FASTER, suite=classified)
+    assert data.workload.classes == ["coding", "explanatory"]
+    assert data.verdict is not None and list(data.verdict.per_class) == ["coding", "explanatory"]
+
+
+def _suite(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def _chat_lines() -> list[str]:
+    return PROMPTS.read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("files", "suite", "message"),
+    [
+        (
+            (CHAT_BASE, CHAT_NGRAM),
+            lambda: _chat_lines()[:-1],
+            r"vllm-bench-chat-baseline\.json: 16 requests, but \S+p\.jsonl holds 15 prompts: "
+            r"matching by position needs one request per prompt, in the file's order",
+        ),
+        (
+            (GL_BASE, GL_NGRAM),
+            _chat_lines,
+            r"guidellm-baseline\.json: the prompt of request 0 is not in \S+p\.jsonl "
+            r"\(12 of 12 requests' prompts are not\)",
+        ),
+        (
+            (CHAT_BASE, CHAT_NGRAM),
+            lambda: [*_chat_lines()[:-1], '{"class": "Coding!", "prompt": "x"}'],
+            r"p\.jsonl:16: class: 'Coding!' is no class name",
+        ),
+        ((CHAT_BASE, CHAT_NGRAM), list, r"p\.jsonl: no prompts"),
+        (
+            (CHAT_BASE, CHAT_NGRAM),
+            lambda: [*_chat_lines()[:-1], "{oops"],
+            r"p\.jsonl:16: not JSON",
+        ),
+    ],
+    ids=["count-differs", "text-not-found", "class-not-a-slug", "empty", "not-json"],
+)
+def test_a_prompt_file_that_does_not_match_is_one_line(
+    tmp_path: Path, files: tuple[Path, Path], suite: Callable[[], list[str]], message: str
+) -> None:
+    importer = imports.guidellm if files[0] == GL_BASE else imports.vllm_bench
+    found = [importer(files[0], "baseline"), importer(files[1], "ngram")]
+    with pytest.raises(InvalidInput, match=message) as info:
+        imports.classify(found, _suite(tmp_path, suite()))
+    assert len(info.value.problems) == 1 and "\n" not in str(info.value)
+
+
+def test_a_text_under_two_classes_cannot_be_matched_by_text(tmp_path: Path) -> None:
+    suite = [json.loads(line) for line in _chat_lines()]
+    sent = [p["prompt"] for p in suite[:12]]
+    path = _changed(GL_BASE, tmp_path / "g.json", _guidellm_sent(sent))
+    twice = [*_chat_lines(), json.dumps({"class": "other", "prompt": sent[3]})]
+    found = [imports.guidellm(path, "baseline")]
+    with pytest.raises(InvalidInput, match=r"the prompt of request 3 is in \S+ under 2 classes"):
+        imports.classify(found, _suite(tmp_path, twice))
+    # by position the same file is fine: each line has its own class
+    chat = [imports.vllm_bench(CHAT_BASE, "baseline")]
+    assert imports.classify(chat, _suite(tmp_path, [*_chat_lines()[:-1], twice[-1]])).classes
+
+
+def test_a_summary_only_import_cannot_take_classes(tmp_path: Path) -> None:
+    found = [imports.vllm_bench(_summary_only(CHAT_BASE, tmp_path / "b.json"), "baseline")]
+    with pytest.raises(InvalidInput, match=r"b\.json: no per-request results in the order sent"):
+        imports.classify(found, PROMPTS)
+
+
+def test_an_unknown_backend_claims_no_per_token_itl(tmp_path: Path) -> None:
+    path = _changed(CHAT_BASE, tmp_path / "b.json", _set("backend", "sglang"))
+    found = imports.vllm_bench(path, "baseline")
+    assert found.samples and not any(s.chunk_tokens for s in found.samples)
+    assert any(
+        "backend 'sglang': which of its chunks carry tokens is not known" in n for n in found.notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        ([], 1, "vllm-bench-chat-baseline.json: 16 requests, but"),
+        (["--check"], 2, "--prompts goes with --from"),
+    ],
+    ids=["mismatch-exits-1", "without-from-exits-2"],
+)
+def test_prompts_on_the_command_line(
+    tmp_path: Path, extra: list[str], code: int, message: str
+) -> None:
+    suite = _suite(tmp_path, _chat_lines()[:8])
+    spec = Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml"
+    pairs = [f"baseline={CHAT_BASE}", f"ngram={CHAT_NGRAM}"]
+    args = ["--from", "vllm-bench", *pairs] if not extra else [str(tmp_path / "r.yaml")]
+    options = ["--prompts", str(suite), "--spec", str(spec), "--records", str(tmp_path / "records")]
+    result = CliRunner().invoke(cli, ["record", *args, *extra, *options])
+    assert result.exit_code == code, result.output
+    first, *rest = result.stderr.splitlines()  # the problem on one line, then their count
+    assert message in first and rest == (["1 problem in 1 file(s)"] if code == 1 else [])
+    assert "Traceback" not in result.output and not (tmp_path / "records").exists()
+
+
+def test_a_chat_stream_of_the_role_chunk_alone_counts_no_token(tmp_path: Path) -> None:
+    """One chunk and one token said: the chunk is the role-only one, so no chunk is known to
+    have held the token, and the variant keeps no per-token ITL."""
+
+    def role_chunk_only(data: dict[str, Any]) -> None:
+        data["total_output_tokens"] -= data["output_lens"][4] - 1
+        data["output_lens"][4], data["itls"][4] = 1, []
+
+    found = imports.vllm_bench(_changed(CHAT_BASE, tmp_path / "b.json", role_chunk_only), "b")
+    assert found.samples[4].ok and not any(s.chunk_tokens for s in found.samples)
+    assert any(
+        "in 1 of 16 requests the chunks did not hold one token each" in n for n in found.notes
+    )
+
+
+def test_a_guidellm_request_without_its_prompt_text_cannot_be_matched(tmp_path: Path) -> None:
+    suite = [json.loads(line) for line in _chat_lines()]
+    changed = _guidellm_sent([p["prompt"] for p in suite[:12]])
+
+    def one_without(data: dict[str, Any]) -> None:
+        changed(data)
+        data["benchmarks"][0]["requests"]["successful"][2]["request_args"] = "{not json"
+
+    found = [imports.guidellm(_changed(GL_BASE, tmp_path / "g.json", one_without), "baseline")]
+    with pytest.raises(InvalidInput, match=r"g\.json: request 2 kept no prompt text to find in"):
+        imports.classify(found, PROMPTS)

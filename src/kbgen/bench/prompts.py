@@ -10,6 +10,7 @@ A suite is read as any input file is (`files.read_regular`): a regular file, at 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbgen.errors import InvalidInput, Problem
@@ -18,11 +19,28 @@ from kbgen.kb import files
 MAX_BYTES = 64 * files.MIB  # the seed suite is 20 KB; a suite this large is a mistake
 
 
-def load(path: Path, classes: list[str], per_class: int | None = None) -> dict[str, list[str]]:
-    """The prompts of each wanted class, in file order; InvalidInput names file and line."""
+@dataclass(frozen=True)
+class Prompt:
+    """One line of a suite: its prompt, its class, and where it stands in the file."""
+
+    line: int
+    prompt_class: str
+    text: str
+
+
+def read(path: Path) -> list[Prompt]:
+    """Every prompt of the suite, in file order; InvalidInput names file and line."""
+    found, problems = _read(path)
+    if problems:
+        raise InvalidInput(problems)
+    return found
+
+
+def _read(path: Path) -> tuple[list[Prompt], list[Problem]]:
+    """The suite's prompts, and the problems of the lines that are none."""
     if not path.exists() and not path.is_symlink():
         raise InvalidInput([Problem(path, None, "", "no such prompt file")])
-    found: dict[str, list[str]] = {name: [] for name in classes}
+    found: list[Prompt] = []
     problems = []
     for number, raw in enumerate(files.read_regular(path, MAX_BYTES).split(b"\n"), start=1):
         try:
@@ -45,8 +63,17 @@ def load(path: Path, classes: list[str], per_class: int | None = None) -> dict[s
         if not isinstance(name, str):
             problems.append(Problem(path, number, "class", "`class` must be a string"))
             continue
-        if name in found:
-            found[name].append(entry["prompt"])
+        found.append(Prompt(number, name, entry["prompt"]))
+    return found, problems
+
+
+def load(path: Path, classes: list[str], per_class: int | None = None) -> dict[str, list[str]]:
+    """The prompts of each wanted class, in file order; InvalidInput names file and line."""
+    found: dict[str, list[str]] = {name: [] for name in classes}
+    suite, problems = _read(path)
+    for prompt in suite:
+        if prompt.prompt_class in found:
+            found[prompt.prompt_class].append(prompt.text)
     problems += [
         Problem(path, None, "class", f"no prompt of class {name!r}")
         for name, prompts in found.items()

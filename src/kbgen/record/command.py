@@ -56,8 +56,10 @@ def record_import(
     spec_path: Path | None,
     allow_mismatch: bool = False,
     allow_summary_only: bool = False,
+    prompts: Path | None = None,
 ) -> Path:
-    """Import VARIANT=FILE result files of `tool` into a planned record or a new one."""
+    """Import VARIANT=FILE result files of `tool` into a planned record or a new one; with
+    `prompts`, the requests take their classes from that prompt file."""
     importer = imports.IMPORTERS[tool]
     found = []
     for pair in pairs:
@@ -70,6 +72,7 @@ def record_import(
                 "or underscores"
             )
         found.append(importer(Path(file), name))
+    suite = imports.classify(found, prompts) if prompts is not None else None
     read = None
     if into is not None:
         planned, read = loading.load_with_document(into, Record)
@@ -93,6 +96,7 @@ def record_import(
             allow_summary_only,
             resolves=resolves,
             tags=tags,
+            suite=suite,
         )
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc

@@ -9,6 +9,7 @@ sets is what it shows: fields left unset are not written (`write`).
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
@@ -176,9 +177,11 @@ def from_imports(
     allow_summary_only: bool = False,
     resolves: list[str] | None = None,
     tags: list[str] | None = None,
+    suite: imports.Suite | None = None,
 ) -> tuple[Record, Evidence | None]:
     """The record from imported results, one per variant, the first being the baseline; with
-    the evidence when every variant has per-request samples."""
+    the evidence when every variant has per-request samples. Its classes are the `suite`'s
+    (`imports.classify` gave the samples theirs), else the one class `all`."""
     if len(found) < 2:
         raise UsageError("an import needs at least two variants: BASELINE=FILE VARIANT=FILE")
     names = [i.variant for i in found]
@@ -206,10 +209,11 @@ def from_imports(
     # before the evidence is built: it sets the prompt_index the verdict pairs arms by
     paired, note = imports.pair_prompts(found) if with_samples else (True, "")
     pairing = [note] if note else []
+    classes = suite.classes if suite else [imports.ALL]
     evidence = Evidence(
         order[0],
         order,
-        [imports.ALL],
+        classes,
         [s for i in found for s in i.samples],
         {
             i.variant: [
@@ -247,7 +251,11 @@ def from_imports(
             baseline=order[0],
             variants={name: Variant() for name in order},
         ),
-        workload=Workload(prompt_suite=f"imported from {', '.join(tools)}", classes=[imports.ALL]),
+        workload=Workload(
+            prompt_suite=_suite_name(suite.path) if suite else f"imported from {', '.join(tools)}",
+            **figures.known(prompt_suite_sha256=suite.sha256 if suite else None),
+            classes=classes,
+        ),
         measurements=measurements,
         spec_decode=figures.spec_decode(evidence),
         verdict=decided,
@@ -265,6 +273,15 @@ def from_imports(
         ),
     )
     return record, evidence if with_samples else None
+
+
+def _suite_name(path: Path) -> str:
+    """A prompt file as a record names it: from the current folder when inside it (no machine's
+    absolute path on a published record), else by its name."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
 def _metric_stats(imported: imports.Imported) -> dict[MeasuredMetric, MetricStats]:

@@ -2,10 +2,16 @@
 
 Each importer reads one result file per variant and returns its samples (when the file has
 per-request detail) or its statistics (when it has only aggregates), plus notes on what could not
-be imported. What a file lacks stays missing — no per-class split becomes one class `all`, no
-per-request samples means no confidence interval, per-chunk gaps are never relabelled as
-per-token latencies — and the notes travel into the record's provenance: how the tool's metrics
-map onto kbgen's, the tool's own headline figures, and how requests were paired.
+be imported. What a file lacks stays missing — no per-class split becomes one class `all`
+(unless `classify` takes the classes from the prompt file the tool sent), no per-request samples
+means no confidence interval, per-chunk gaps are never relabelled as per-token latencies — and
+the notes travel into the record's provenance: how the tool's metrics map onto kbgen's, the
+tool's own headline figures, how requests were paired and how their classes were matched.
+
+A token is what a chunk carries, never a chunk: `vllm bench serve` times its TTFT at the first
+chunk with choices, which in a chat stream is vLLM's role-only chunk, so a chat request's first
+token is one gap later (`VLLM_BENCH_LEADING_CHUNKS`); a per-token ITL is kept only when the file
+proves every chunk of every request held one token (token chunks = output tokens).
 
 Each file is validated as a Pydantic model of its tool's format (`VllmBenchResult`,
 `GuideLLMReport`; keys kbgen does not read are ignored): numbers typed and finite, latencies and
@@ -30,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,15 +46,17 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from kbgen.bench import prompts
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb.files import read_json
-from kbgen.kb.models import MetricName, fail_at
+from kbgen.kb.models import ID_PATTERN, MetricName, fail_at
 from kbgen.kb.numbers import Count, Finite, NonNegative
 from kbgen.kb.problems import dotted, problems_of
 
 ALL = "all"
+SLUG_RULE = "lower-case letters, digits and inner hyphens, at most 80 characters"
 S = 1_000_000_000  # ns per second
 # our metric <- the suffix of vllm bench's mean_/median_/p99_/std_ keys; its ITL is a chunk gap
 VLLM_BENCH_SUMMARIES: tuple[tuple[MetricName, str], ...] = (
@@ -69,8 +78,19 @@ GUIDELLM_MAPPING = (
     "kbgen's TPOT (not imported); e2e_ms ends at the last token, GuideLLM's request_latency "
     "at the end of the response"
 )
+VLLM_BENCH_CHAT = (
+    "vllm bench serve's chat API (openai-chat) times its TTFT at vLLM's first chunk, which holds "
+    "only the role; kbgen's ttft_ms is at the next chunk (TTFT + the first ITL), the first that "
+    "carries a token, and its tpot_ms and decode_tok_s follow from that TTFT"
+)
 # the tool's own per-request list keys in a `vllm bench serve --save-detailed` file
 VLLM_BENCH_LISTS = ("ttfts", "output_lens", "itls", "errors", "input_lens", "latencies")
+# How many leading chunks carry no token, by `vllm bench serve --backend` (its request functions
+# in vllm/benchmarks/lib/endpoint_request_func.py, 0.32 and the older ones read): it times TTFT
+# at the first chunk with choices and an ITL at each later one. vLLM's chat stream opens with a
+# role-only chunk, so a chat request of N tokens one per chunk has N ITLs, a completion N - 1.
+# Backends not listed: which chunks carry tokens is not known, and no per-token ITL is claimed.
+VLLM_BENCH_LEADING_CHUNKS = {"vllm": 0, "openai": 0, "openai-chat": 1}
 
 # Limits of an import file. Unpaired requests are compared by a BCa bootstrap, whose jackknife
 # costs n² (20,000 requests: about ten seconds); the file is read whole, as the tools write it.
@@ -372,6 +392,11 @@ class Imported:
     # evidence that is: equal keys across files mean the same prompt (`pair_prompts`).
     prompt_keys: list[str | None] = field(default_factory=list)
     prompt_evidence: str | None = None
+    # What `classify` matches a prompt file by: the file imported, each sample's prompt text
+    # where the tool kept it (None: unknown), or whether the samples are in the order sent.
+    source: Path | None = None
+    prompt_texts: list[str | None] = field(default_factory=list)
+    in_order_sent: bool = False
 
 
 def _sample(
@@ -412,7 +437,7 @@ def _vllm_bench_error(error: str | None, ttft: float | None, output_len: int | N
 def vllm_bench(path: Path, variant: str) -> Imported:
     """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request)."""
     result = read_format(path, VllmBenchResult)
-    out = Imported(variant, "vllm bench serve", result.model_id)
+    out = Imported(variant, "vllm bench serve", result.model_id, source=path)
     out.workload = {
         k: getattr(result, k)
         for k in ("num_prompts", "max_concurrency", "request_rate", "total_input_tokens", "backend")
@@ -463,9 +488,8 @@ def vllm_bench(path: Path, variant: str) -> Imported:
             f"{variant}: speculative-decoding counters as vllm bench serve scraped them from "
             "/metrics; tokens per engine step from its output token total (total_output_tokens)"
         )
-    out.notes.append(
-        f"{variant}: no per-class split (one class `{ALL}`); no client/server token cross-check"
-    )
+    out.notes.append(no_split(variant))
+    out.notes.append(f"{variant}: no client/server token cross-check")
     return out
 
 
@@ -476,9 +500,19 @@ def _vllm_bench_requests(path: Path, result: VllmBenchResult, out: Imported) -> 
     itls = result.itls or [[] for _ in range(n)]
     errors = result.errors or [None] * n
     variant = out.variant
+    leading = VLLM_BENCH_LEADING_CHUNKS.get(result.backend or "")
     for i, (ttft, gaps, length, error) in enumerate(zip(ttfts, itls, lengths, errors, strict=True)):
         failed = _vllm_bench_error(error, ttft, length)
-        out.samples.append(_sample(variant, i, ttft, list(gaps or []), length, failed))
+        gaps = list(gaps or [])
+        tokenless = len(gaps) < (leading or 0)  # a stream of the role chunk alone
+        if leading and ttft is not None and not tokenless:
+            # the first token came in the chunk after the role-only one
+            ttft, gaps = ttft + sum(gaps[:leading]), gaps[leading:]
+        sample = _sample(variant, i, ttft, gaps, length, failed)
+        if tokenless:  # its TTFT is the tool's, at a chunk that held no token: none is counted
+            sample.chunk_tokens = []
+        out.samples.append(sample)
+    out.in_order_sent = True  # the tool gathers its results in the order it sent the requests
     ok = sum(s.ok for s in out.samples)
     counted = {
         "completed": result.completed,
@@ -500,15 +534,25 @@ def _vllm_bench_requests(path: Path, result: VllmBenchResult, out: Imported) -> 
         )
     if n - ok:
         out.notes.append(f"{variant}: {n - ok} of {n} requests failed")
+    if leading is None:
+        for s in out.samples:
+            s.chunk_tokens = []
+        out.notes.append(
+            f"{variant}: backend {result.backend!r}: which of its chunks carry tokens is not "
+            "known: no per-token ITL for this variant (chunk gaps kept)"
+        )
+    elif leading:
+        out.notes.append(VLLM_BENCH_CHAT)
     several = sum(1 for s in out.samples if s.ok and not s.chunk_tokens)
-    if several:
+    if several and leading is not None:
         # The rest are the requests whose chunks each held one token — the slowest under
         # speculative decoding: a per-token ITL of them alone would be biased, so none at all.
         for s in out.samples:
             s.chunk_tokens = []
         out.notes.append(
-            f"{variant}: in {several} of {ok} requests chunks carried several tokens and vllm "
-            "bench does not say how many: no per-token ITL for this variant (chunk gaps kept)"
+            f"{variant}: in {several} of {ok} requests the chunks did not hold one token each "
+            "(vllm bench does not say how many each held): no per-token ITL for this variant "
+            "(chunk gaps kept)"
         )
     if result.input_lens and None not in result.input_lens:
         out.prompt_keys = [f"{i}:{length}" for i, length in enumerate(result.input_lens)]
@@ -529,7 +573,7 @@ def guidellm(path: Path, variant: str) -> Imported:
     model = (spec.backend and spec.backend.model) or (
         bench_config.backend and bench_config.backend.model
     )
-    out = Imported(variant, "guidellm", model or None)
+    out = Imported(variant, "guidellm", model or None, source=path)
     version = report.metadata.guidellm_version if report.metadata else None
     out.notes.append(
         f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
@@ -576,15 +620,18 @@ def guidellm(path: Path, variant: str) -> Imported:
             f"{variant}: {len(incomplete)} incomplete request(s) (cancelled when the benchmark "
             "ended) not imported"
         )
-    out.prompt_keys = [_prompt_text_key(req) for req in (*successful, *errored)]
+    sent = [_prompt_sent(req) for req in (*successful, *errored)]
+    out.prompt_keys = [None if prompt is None else _digest(prompt) for prompt in sent]
     out.prompt_evidence = "prompt text"
+    out.prompt_texts = [_text_of(prompt) for prompt in sent]
     out.notes.append(
         f"{variant}: GuideLLM keeps first and last token times only: no ITL "
         "distribution, no chunk gaps"
     )
+    out.notes.append(no_split(variant))
     out.notes.append(
-        f"{variant}: no per-class split (one class `{ALL}`); no /metrics, so no "
-        "client/server token cross-check and no speculative-decoding counters"
+        f"{variant}: no /metrics, so no client/server token cross-check and no "
+        "speculative-decoding counters"
     )
     out.workload = {
         key: json.dumps(getattr(spec, key), sort_keys=True, default=str)
@@ -627,8 +674,8 @@ def _check_guidellm_counts(
         )
 
 
-def _prompt_text_key(request: GuideLLMRequest) -> str | None:
-    """A digest of the prompt a GuideLLM request sent (its body's prompt or messages)."""
+def _prompt_sent(request: GuideLLMRequest) -> Any:
+    """The prompt a GuideLLM request sent: its body's prompt or messages (None: not kept)."""
     args: Any = request.request_args
     if isinstance(args, str):
         try:  # pydantic-core's parser: a nesting limit, no RecursionError
@@ -636,14 +683,31 @@ def _prompt_text_key(request: GuideLLMRequest) -> str | None:
         except ValueError:
             return None
     body = _at(args, "body") or {}
-    prompt = body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
-    if prompt is None:
-        return None
+    return body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
+
+
+def _digest(prompt: Any) -> str | None:
     try:
         text = json.dumps(prompt, sort_keys=True)
     except (TypeError, ValueError, RecursionError):  # NaN, mixed key types, too deep
         return None
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _text_of(prompt: Any) -> str | None:
+    """The text of a prompt as sent: a completion's prompt, or a chat's last user message (its
+    content, or its text parts joined); None for anything else."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, list):
+        return None
+    users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [p for p in parts if isinstance(p, str)]
+        content = "".join(texts) if texts and len(texts) == len(parts) else None
+    return content if isinstance(content, str) else None
 
 
 def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
@@ -688,6 +752,107 @@ def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
     return False, (
         f"requests not paired by prompt ({reason}): the verdict compares requests, unpaired"
     )
+
+
+def no_split(variant: str) -> str:
+    """The note of an import whose requests all have one class (no --prompts)."""
+    return f"{variant}: no per-class split (one class `{ALL}`)"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The prompt file an import took its classes from."""
+
+    path: Path
+    classes: list[str]  # the classes its requests have, in the file's order
+    sha256: str
+
+
+def classify(found: list[Imported], path: Path) -> Suite:
+    """Give every sample the class of its prompt in the suite at `path` (a kbgen prompt file):
+    by text where the tool kept each request's prompt text (GuideLLM), else by position where it
+    kept the order they were sent in (`vllm bench serve`, whose result file keeps no texts: with
+    `--dataset-name custom --disable-shuffle` it sends the file's prompts in order). Each
+    variant's notes say which. A file that does not match is InvalidInput naming it.
+    """
+    suite = prompts.read(path)
+    bad = [
+        Problem(path, p.line, "class", f"{p.prompt_class!r} is no class name: {SLUG_RULE}")
+        for p in suite
+        if not re.fullmatch(ID_PATTERN, p.prompt_class)
+    ]
+    if bad or not suite:
+        raise InvalidInput(bad or [Problem(path, None, "", "no prompts")])
+    for imported in found:
+        matched = _match(imported, path, suite)
+        for sample, prompt_class in zip(imported.samples, matched, strict=True):
+            sample.prompt_class = prompt_class
+        how = (
+            "by prompt text (each request's prompt found in the file)"
+            if imported.prompt_texts
+            else "by position (the result file keeps no prompt texts: request i is taken to be "
+            "the file's prompt i, as vllm bench serve --dataset-name custom --disable-shuffle "
+            "sends them)"
+        )
+        imported.notes = [n for n in imported.notes if n != no_split(imported.variant)]
+        imported.notes.append(f"{imported.variant}: classes from {path.name}, matched {how}")
+    used = {s.prompt_class for imported in found for s in imported.samples}
+    classes = [c for c in dict.fromkeys(p.prompt_class for p in suite) if c in used]
+    return Suite(path, classes, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def _match(imported: Imported, path: Path, suite: list[prompts.Prompt]) -> list[str]:
+    """The class of each of the import's samples, by prompt text or by position."""
+    source = imported.source or Path(imported.variant)
+    n = len(imported.samples)
+    if imported.prompt_texts:
+        classes: dict[str, set[str]] = {}
+        for p in suite:
+            classes.setdefault(p.text, set()).add(p.prompt_class)
+        matched: list[str] = []
+        for i, text in enumerate(imported.prompt_texts):
+            found = classes.get(text, set()) if text is not None else set()
+            if len(found) == 1:
+                matched.append(found.pop())
+                continue
+            unmatched = sum(1 for t in imported.prompt_texts if t is None or t not in classes)
+            message = (
+                f"request {i} kept no prompt text to find in {path}"
+                if text is None
+                else f"the prompt of request {i} is in {path} under {len(found)} classes"
+                if found
+                else f"the prompt of request {i} is not in {path} ({unmatched} of {n} "
+                "requests' prompts are not)"
+            )
+            raise InvalidInput([Problem(source, None, "", message)])
+        return matched
+    if not imported.in_order_sent or not n:
+        raise InvalidInput(
+            [
+                Problem(
+                    source,
+                    None,
+                    "",
+                    "no per-request results in the order sent (vllm bench serve: run with "
+                    "--save-detailed): --prompts cannot give its requests classes",
+                )
+            ]
+        )
+    if n != len(suite):
+        raise InvalidInput(
+            [
+                Problem(
+                    source,
+                    None,
+                    "",
+                    f"{n} requests, but {path} holds {len(suite)} prompts: matching by position "
+                    "needs one request per prompt, in the file's order (vllm bench serve "
+                    f"--dataset-name custom --dataset-path {path.name} --disable-shuffle "
+                    f"--num-prompts {len(suite)})",
+                )
+            ]
+        )
+    return [p.prompt_class for p in suite]
 
 
 def _headline(*figures: tuple[str, float | None, str]) -> str:
