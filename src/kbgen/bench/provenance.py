@@ -235,12 +235,9 @@ def kbgen_build(package: Path = PACKAGE, path: list[str] | None = None) -> Kbgen
     root = git.checkout_of(package / "__init__.py")
     sha = git.head_sha(root) if root is not None else None
     if sha is not None:
-        return KbgenBuild(
-            version=__version__,
-            commit=sha,
-            commit_from="checkout",
-            changed=git.has_changes(package, only_inside=True),
-        )
+        changed = git.has_changes(package, only_inside=True)
+        known = {"changed": changed} if changed is not None else {}
+        return KbgenBuild(version=__version__, commit=sha, commit_from="checkout", **known)
     commit = installed_commit(package, path)
     if commit is not None:
         return KbgenBuild(version=__version__, commit=commit, commit_from="direct_url")
