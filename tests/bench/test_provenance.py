@@ -423,3 +423,20 @@ def test_a_distribution_in_some_repository_s_ignored_venv_is_not_its_checkout(
     found = provenance.kbgen_build(package, path=[str(site)])
     assert found == KbgenBuild(version=__version__, commit=VCS_SHA, commit_from="direct_url")
     assert provenance.spec_in_kbgen_checkout(repo / "spec.yaml", package) is False
+
+
+def test_another_work_tree_of_kbgen_s_repository_is_not_its_checkout(
+    tmp_path: Path, checkout: Path
+) -> None:
+    """A spec in a second work tree of kbgen's repository names that tree's commit, not the
+    code's: the same repository, another checkout."""
+    package = checkout / "src" / "kbgen"
+    git(checkout, "worktree", "add", "-q", "-b", "specs", str(tmp_path / "specs"))
+    (tmp_path / "specs" / "spec.yaml").write_text("schema_version: 1\n")
+    commit(tmp_path / "specs", "a spec on its own branch")
+    assert provenance.spec_in_kbgen_checkout(checkout / "spec.yaml", package) is True
+    assert provenance.spec_in_kbgen_checkout(tmp_path / "specs" / "spec.yaml", package) is False
+    assert (
+        provenance.git_sha(tmp_path / "specs" / "spec.yaml")
+        != provenance.kbgen_build(package, path=[]).commit
+    )
