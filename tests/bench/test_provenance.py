@@ -1,10 +1,12 @@
 """What a run measured on: GPUs from nvidia-smi, the server's Python, torch and CUDA, the prompt
-suite's repository path and checksum, the commit — each probe against recorded outputs (fake
-commands on PATH), and none of them an error where the machine has nothing to say."""
+suite's repository path and checksum, kbgen's own commit and the spec's — each probe against
+recorded outputs (fake commands on PATH), real git repositories and installed distributions
+laid out as pip leaves them, and none of them an error where the machine has nothing to say."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -15,7 +17,8 @@ import pytest
 from kbgen import __version__
 from kbgen.bench import driver, provenance
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
-from kbgen.kb.models import Software
+from kbgen.kb.models import KbgenBuild, Software
+from tests.conftest import REPO
 from tests.support.git import commit, git
 from tests.support.specs import small_spec
 
@@ -252,3 +255,188 @@ def test_a_work_tree_with_changes_its_commit_does_not_hold_is_said(tmp_path: Pat
     assert provenance.git_changed(spec) is True
     (tmp_path / "outside.yaml").write_text("x: 1\n")
     assert provenance.git_changed(tmp_path / "outside.yaml") is None
+
+
+# --- the code that ran: kbgen's own commit, and the spec's -------------------------------------
+
+VCS_SHA = "9f" * 20
+EXAMPLE_SPEC = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"
+
+
+@pytest.fixture
+def kbgen_under_test() -> KbgenBuild:
+    """The kbgen these tests import is this checkout's `src/kbgen`: its HEAD, and whether the
+    package's files differ from it (asked of git here, independently of kbgen)."""
+    assert provenance.PACKAGE == REPO / "src" / "kbgen"
+    return KbgenBuild(
+        version=__version__,
+        commit=git(REPO, "rev-parse", "HEAD"),
+        commit_from="checkout",
+        changed=bool(git(REPO, "status", "--porcelain", "--", "src/kbgen")),
+    )
+
+
+def _spec_in(where: str, tmp_path: Path) -> tuple[Path, str | None]:
+    """A spec file `where` (outside git, in another repository, in kbgen's own checkout), and
+    the commit its repository has checked out."""
+    if where == "kbgen-checkout":
+        return EXAMPLE_SPEC, git(REPO, "rev-parse", "HEAD")
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    (folder / "spec.yaml").write_text("schema_version: 1\n")
+    if where == "outside":
+        return folder / "spec.yaml", None
+    git(folder, "init", "-q")
+    commit(folder, "the spec")
+    return folder / "spec.yaml", git(folder, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("where", "same_checkout"),
+    [("outside", None), ("another-repository", False), ("kbgen-checkout", True)],
+)
+def test_kbgen_s_commit_is_its_own_wherever_the_spec_sits(
+    tmp_path: Path, kbgen_under_test: KbgenBuild, where: str, same_checkout: bool | None
+) -> None:
+    spec_path, spec_sha = _spec_in(where, tmp_path)
+    meta = driver.new_meta(small_spec(tmp_path), spec_path)
+    assert meta.kbgen == kbgen_under_test
+    assert (meta.git_sha, meta.spec_in_kbgen_checkout) == (spec_sha, same_checkout)
+    if where == "another-repository":
+        assert meta.git_sha != kbgen_under_test.commit and meta.git_changed is False
+
+
+def test_no_git_at_all_names_kbgen_s_version_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git: even kbgen's own checkout says nothing
+    meta = driver.new_meta(small_spec(tmp_path), EXAMPLE_SPEC)
+    assert meta.kbgen == KbgenBuild(version=__version__)
+    assert (meta.git_sha, meta.git_changed, meta.spec_in_kbgen_checkout) == (None, None, None)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A clone of kbgen: its package under src/, committed, and a README beside it."""
+    repo = tmp_path / "clone"
+    (repo / "src" / "kbgen").mkdir(parents=True)
+    (repo / "src" / "kbgen" / "__init__.py").write_text('__version__ = "0.1.0"\n')
+    (repo / "README.md").write_text("kbgen\n")
+    git(repo, "init", "-q")
+    commit(repo, "kbgen")
+    return repo
+
+
+@pytest.mark.parametrize(
+    ("edited", "changed"),
+    [
+        (None, False),
+        ("src/kbgen/__init__.py", True),
+        ("src/kbgen/new_module.py", True),  # untracked, and it runs
+        ("README.md", False),  # the work tree changed, not the code that ran
+    ],
+    ids=["clean", "edited", "new-file", "outside-the-package"],
+)
+def test_a_checkout_names_its_commit_and_whether_the_package_changed(
+    checkout: Path, edited: str | None, changed: bool
+) -> None:
+    if edited is not None:
+        (checkout / edited).write_text("changed\n")
+    found = provenance.kbgen_build(checkout / "src" / "kbgen", path=[])
+    assert found == KbgenBuild(
+        version=__version__,
+        commit=git(checkout, "rev-parse", "HEAD"),
+        commit_from="checkout",
+        changed=changed,
+    )
+
+
+def installed(site: Path, direct_url: str | None) -> Path:
+    """kbgen installed into `site` as pip leaves it: the package, and its dist-info with
+    `direct_url` as direct_url.json (PEP 610; None: installed from an index, which writes none)."""
+    (site / "kbgen").mkdir(parents=True)
+    (site / "kbgen" / "__init__.py").write_text('__version__ = "0.1.0"\n')
+    info = site / "kbgen-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kbgen\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url)
+    return site / "kbgen"
+
+
+GIT_URL = "https://github.com/example/kbgen.git"
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "commit_id"),
+    [
+        (
+            {"url": GIT_URL, "vcs_info": {"vcs": "git", "commit_id": VCS_SHA}},
+            VCS_SHA,
+        ),
+        (
+            {"url": GIT_URL, "vcs_info": {"vcs": "git", "requested_revision": "v0.1.0"}},
+            None,
+        ),
+        ({"url": "file:///src/kbgen", "dir_info": {"editable": True}}, None),
+        ({"url": "https://example.org/kbgen-0.1.0.tar.gz", "archive_info": {}}, None),
+        ({"url": GIT_URL, "vcs_info": {"vcs": "git", "commit_id": 5}}, None),
+        (None, None),
+        ("{not json", None),
+    ],
+    ids=["vcs", "vcs-no-commit", "local-folder", "archive", "commit-not-text", "index", "torn"],
+)
+def test_an_installed_distribution_names_the_commit_its_direct_url_json_names(
+    tmp_path: Path, direct_url: dict[str, object] | str | None, commit_id: str | None
+) -> None:
+    text = direct_url if isinstance(direct_url, str | None) else json.dumps(direct_url)
+    package = installed(tmp_path / "site-packages", text)
+    found = provenance.kbgen_build(package, path=[str(tmp_path / "site-packages")])
+    if commit_id is None:
+        assert found == KbgenBuild(version=__version__)
+    else:
+        assert found == KbgenBuild(version=__version__, commit=commit_id, commit_from="direct_url")
+
+
+def test_another_kbgen_s_distribution_names_nothing_of_the_code_that_ran(tmp_path: Path) -> None:
+    vcs = {"url": GIT_URL, "vcs_info": {"vcs": "git", "commit_id": VCS_SHA}}
+    installed(tmp_path / "site-packages", json.dumps(vcs))
+    (tmp_path / "elsewhere" / "kbgen").mkdir(parents=True)  # the kbgen imported: not that one
+    (tmp_path / "elsewhere" / "kbgen" / "__init__.py").write_text("")
+    found = provenance.kbgen_build(
+        tmp_path / "elsewhere" / "kbgen", path=[str(tmp_path / "site-packages")]
+    )
+    assert found == KbgenBuild(version=__version__)
+
+
+def test_a_distribution_in_some_repository_s_ignored_venv_is_not_its_checkout(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / ".gitignore").write_text(".venv/\n")
+    git(repo, "init", "-q")
+    commit(repo, "a project that installs kbgen into its .venv")
+    site = repo / ".venv" / "lib" / "site-packages"
+    vcs = {"url": GIT_URL, "vcs_info": {"vcs": "git", "commit_id": VCS_SHA}}
+    package = installed(site, json.dumps(vcs))
+    found = provenance.kbgen_build(package, path=[str(site)])
+    assert found == KbgenBuild(version=__version__, commit=VCS_SHA, commit_from="direct_url")
+    assert provenance.spec_in_kbgen_checkout(repo / "spec.yaml", package) is False
+
+
+def test_another_work_tree_of_kbgen_s_repository_is_not_its_checkout(
+    tmp_path: Path, checkout: Path
+) -> None:
+    """A spec in a second work tree of kbgen's repository names that tree's commit, not the
+    code's: the same repository, another checkout."""
+    package = checkout / "src" / "kbgen"
+    git(checkout, "worktree", "add", "-q", "-b", "specs", str(tmp_path / "specs"))
+    (tmp_path / "specs" / "spec.yaml").write_text("schema_version: 1\n")
+    commit(tmp_path / "specs", "a spec on its own branch")
+    assert provenance.spec_in_kbgen_checkout(checkout / "spec.yaml", package) is True
+    assert provenance.spec_in_kbgen_checkout(tmp_path / "specs" / "spec.yaml", package) is False
+    assert (
+        provenance.git_sha(tmp_path / "specs" / "spec.yaml")
+        != provenance.kbgen_build(package, path=[]).commit
+    )

@@ -96,6 +96,31 @@ def test_head_sha(repo: tuple[Path, dict[str, str]], outside: Path) -> None:
     assert git.head_sha(outside) is None  # provenance without git, not an error
 
 
+def test_the_checkout_of_a_file_is_the_one_that_tracks_it(
+    repo: tuple[Path, dict[str, str]], outside: Path
+) -> None:
+    root, _ = repo
+    (root / ".gitignore").write_text(".venv/\n")
+    write(root, {".venv/pkg/__init__.py": b"", "untracked.py": b""})
+    assert git.checkout_of(root / "records" / "a.yaml") == root.resolve()
+    assert git.checkout_of(root / ".venv" / "pkg" / "__init__.py") is None  # ignored
+    assert git.checkout_of(root / "untracked.py") is None  # inside, but no commit holds it
+    write(outside, {"x.py": b""})
+    assert git.checkout_of(outside / "x.py") is None
+
+
+def test_changes_of_the_whole_work_tree_or_of_one_folder(
+    repo: tuple[Path, dict[str, str]], outside: Path
+) -> None:
+    root, _ = repo
+    assert git.has_changes(root / "records") is False
+    write(root, {"notes/x.txt": b"changed\n"})
+    assert git.has_changes(root / "records") is True
+    assert git.has_changes(root / "records", only_inside=True) is False
+    assert git.has_changes(root / "notes", only_inside=True) is True
+    assert git.has_changes(outside, only_inside=True) is None
+
+
 def test_git_not_installed(
     repo: tuple[Path, dict[str, str]], outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,6 +129,7 @@ def test_git_not_installed(
     with pytest.raises(UsageError, match=r"^git is not installed; kbgen diff needs it$"):
         git.merge_base(root, "main", "feature")
     assert git.head_sha(root) is None
+    assert git.checkout_of(root / "records" / "a.yaml") is None
 
 
 # --- branches --------------------------------------------------------------------------------

@@ -290,3 +290,45 @@ def test_variant_names_may_hold_underscores(name: str, valid: bool) -> None:
     else:
         with pytest.raises(ValidationError, match="pattern"):
             Record.model_validate(data)
+
+
+SHA = "ab" * 20
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "match"),
+    [
+        (models.KbgenBuild, {"version": "0.1.0", "commit": SHA}, r"commit_from\n.*set with"),
+        (
+            models.KbgenBuild,
+            {"version": "0.1.0", "commit_from": "checkout"},
+            r"commit_from\n.*set with the commit, and only with it",
+        ),
+        (
+            models.KbgenBuild,
+            {"version": "0.1.0", "commit": SHA, "commit_from": "direct_url", "changed": False},
+            r"changed\n.*only a checkout has changes",
+        ),
+        (
+            models.Provenance,
+            {
+                "source": "measured",
+                "kbgen": {"version": "0.1.0", "commit": SHA, "commit_from": "checkout"},
+                "git_sha": "cd" * 20,
+                "spec_in_kbgen_checkout": True,
+            },
+            r"spec_in_kbgen_checkout\n.*one checkout has one commit",
+        ),
+        (
+            models.Provenance,
+            {"source": "measured", "git_sha": SHA, "spec_in_kbgen_checkout": True},
+            r"one checkout has one commit",
+        ),
+    ],
+    ids=["commit-without-where", "where-without-commit", "changes-not-a-checkout", "two", "one"],
+)
+def test_kbgen_s_commit_and_the_spec_s_are_never_confused(
+    model: type[BaseModel], data: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValidationError, match=match):
+        model.model_validate(data)

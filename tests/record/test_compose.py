@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import sys
 from pathlib import Path
 
@@ -237,3 +238,65 @@ def test_start_up_time_from_a_slow_server_reaches_the_record_and_its_page(
         assert f"| {arm} | {render.number(record.startup_s[arm][0])} s |" in servers
     assert "| b | " in servers and "async_scheduling disabled |" in servers
     assert "b's server warned: `Async scheduling not supported" in servers
+
+
+KBGEN_SHA, SPEC_SHA = "1a" * 20, "2b" * 20
+CHECKOUT = {"version": "0.1.0", "commit": KBGEN_SHA, "commit_from": "checkout", "changed": False}
+
+
+@pytest.mark.parametrize(
+    ("meta", "provenance", "notes"),
+    [
+        (  # the spec in another repository: both commits, told apart
+            {
+                "kbgen": CHECKOUT,
+                "git_sha": SPEC_SHA,
+                "git_changed": True,
+                "spec_in_kbgen_checkout": False,
+            },
+            {
+                "kbgen": CHECKOUT,
+                "git_sha": SPEC_SHA,
+                "git_changed": True,
+                "spec_in_kbgen_checkout": False,
+            },
+            [],
+        ),
+        (  # the spec in kbgen's own checkout: one commit, named twice and said to be one
+            {"kbgen": CHECKOUT, "git_sha": KBGEN_SHA, "spec_in_kbgen_checkout": True},
+            {"kbgen": CHECKOUT, "git_sha": KBGEN_SHA, "spec_in_kbgen_checkout": True},
+            [],
+        ),
+        (  # outside git, kbgen installed from a VCS commit
+            {"kbgen": {"version": "0.1.0", "commit": KBGEN_SHA, "commit_from": "direct_url"}},
+            {"kbgen": {"version": "0.1.0", "commit": KBGEN_SHA, "commit_from": "direct_url"}},
+            [compose.NO_GIT],
+        ),
+        (  # neither commit known
+            {"kbgen": {"version": "0.1.0"}, "git_changed": None},
+            {"kbgen": {"version": "0.1.0"}},
+            [compose.NO_GIT, compose.NO_KBGEN_COMMIT],
+        ),
+        (  # a run folder from before kbgen named its own commit: the spec's alone
+            {"git_sha": SPEC_SHA},
+            {"git_sha": SPEC_SHA},
+            [],
+        ),
+    ],
+    ids=["spec-elsewhere", "same-checkout", "vcs-install", "nothing-known", "older-folder"],
+)
+def test_the_record_names_kbgen_s_commit_and_the_spec_s(
+    tmp_path: Path,
+    meta: dict[str, object],
+    provenance: dict[str, object],
+    notes: list[str],
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    written = json.loads((run / "run.json").read_text())
+    written["git_sha"] = None
+    (run / "run.json").write_text(json.dumps(written | meta))
+    record, _ = compose.from_run(RunFolder.open(run), "provenance")
+    assert record.provenance is not None
+    fields = ("kbgen", "git_sha", "git_changed", "spec_in_kbgen_checkout")
+    shown = record.provenance.model_dump(include=set(fields), exclude_none=True)
+    assert shown == provenance and record.provenance.notes == notes

@@ -104,6 +104,8 @@ def test_a_new_record_is_written_in_the_model_s_order(tmp_path: Path, records: P
     meta["prompt_suite"] = "bench/prompts/seed.jsonl"
     meta["prompt_suite_sha256"] = "ab" * 32
     meta["git_sha"] = None
+    # kbgen installed there with `pip install git+URL@REV`: its commit from direct_url.json
+    meta["kbgen"] = {"version": "0.1.0", "commit": "5e" * 20, "commit_from": "direct_url"}
     (run / "run.json").write_text(json.dumps(meta))
     _same_as_golden("record__from-run.yaml", command.record_run(run, records))
 

@@ -282,3 +282,57 @@ def test_the_page_shows_the_steady_state_throughput_and_says_what_it_is(
     assert "over each window's steady state, while all 32 streams were busy" in page
     (kb_dir / "ngram-test.yaml").write_text(RECORD)  # none measured: nothing said of it
     assert "steady state" not in site(kb_dir)["records/ngram-test.md"]
+
+
+KBGEN_SHA, SPEC_SHA = "1a" * 20, "2b" * 20
+
+
+@pytest.mark.parametrize(
+    ("provenance", "lines"),
+    [
+        (
+            f"kbgen: {{version: 0.1.0, commit: '{KBGEN_SHA}', commit_from: checkout}}\n"
+            f"  git_sha: '{SPEC_SHA}'\n  spec_in_kbgen_checkout: false\n",
+            [
+                f"- Ran kbgen 0.1.0 at commit `{KBGEN_SHA}` (its git checkout)",
+                f"- The spec from commit `{SPEC_SHA}` of its own git repository, not kbgen's "
+                "checkout",
+            ],
+        ),
+        (
+            f"kbgen: {{version: 0.1.0, commit: '{KBGEN_SHA}', commit_from: checkout, "
+            f"changed: true}}\n  git_sha: '{KBGEN_SHA}'\n  spec_in_kbgen_checkout: true\n"
+            "  git_changed: true\n",
+            [
+                f"- Ran kbgen 0.1.0 at commit `{KBGEN_SHA}` (its git checkout, with changes that "
+                "commit does not hold)",
+                f"- The spec from commit `{KBGEN_SHA}` of kbgen's own checkout (the same commit), "
+                "with changes that commit does not hold",
+            ],
+        ),
+        (
+            f"kbgen: {{version: 0.1.0, commit: '{KBGEN_SHA}', commit_from: direct_url}}\n",
+            [
+                f"- Ran kbgen 0.1.0 at commit `{KBGEN_SHA}` (installed from that commit, as its "
+                "direct_url.json says)"
+            ],
+        ),
+        ("kbgen: {version: 0.1.0}\n", ["- Ran kbgen 0.1.0, commit unknown"]),
+        (  # a record made before kbgen named its own commit: the commit is the spec's alone
+            f"git_sha: '{SPEC_SHA}'\n",
+            [
+                f"- The spec from commit `{SPEC_SHA}` of its git repository (kbgen's own commit "
+                "was not recorded)"
+            ],
+        ),
+    ],
+    ids=["spec-elsewhere", "same-checkout-changed", "installed-from-vcs", "unknown", "older"],
+)
+def test_the_page_names_kbgen_s_commit_and_the_spec_s_apart(
+    kb_dir: Path, site: Site, provenance: str, lines: list[str]
+) -> None:
+    text = RECORD.replace("  source: measured\n", f"  source: measured\n  {provenance}")
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    page = site(kb_dir)["records/ngram-test.md"]
+    shown = [line for line in page.splitlines() if line.startswith(("- Ran ", "- The spec "))]
+    assert shown == lines

@@ -115,6 +115,7 @@ def _text_fields(record: dict[str, Any], text: str) -> None:
         "source": "measured",
         "tool": text,
         "reference": text,
+        "kbgen": {"version": text or "x", "commit": text or "x", "commit_from": "checkout"},
         "git_sha": text,
         "host": text,
         "run": text,

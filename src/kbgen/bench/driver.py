@@ -150,9 +150,9 @@ def _now() -> str:
 
 def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
     """run.json of a new run: nothing measured yet, the order it will run in, and what it runs
-    on (`provenance`; the machine only when kbgen starts the server on it). `spec_path`: the
-    spec's file, whose repository names the commit and the prompt suite's path (without one,
-    the folder kbgen runs in)."""
+    on (`provenance`; the machine only when kbgen starts the server on it) and with which code:
+    kbgen's own commit, and the spec's. `spec_path`: the spec's file, whose repository names
+    the spec's commit and the prompt suite's path (without one, the folder kbgen runs in)."""
     label = provenance.label(spec.host_label)
     local = spec.server.launcher == "process"
     hardware, driver = provenance.local_hardware(label) if local else (None, None)
@@ -162,8 +162,10 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         status="running",
         started=_now(),
         tool=f"kbgen {__version__}",
+        kbgen=provenance.kbgen_build(),
         git_sha=provenance.git_sha(spec_path),
         git_changed=provenance.git_changed(spec_path),
+        spec_in_kbgen_checkout=provenance.spec_in_kbgen_checkout(spec_path),
         hardware=hardware,
         software=provenance.software(spec, driver),
         host_label=label,

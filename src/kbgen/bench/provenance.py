@@ -1,7 +1,8 @@
 """What a run measured on, as `kbgen bench` finds it when the run starts: the machine (CPU, and
 the GPUs nvidia-smi lists, with their memory and driver), the software of the server's own
-environment (its Python, torch and the CUDA torch was built for) and the prompt suite (its path
-inside the repository and its checksum).
+environment (its Python, torch and the CUDA torch was built for), the prompt suite (its path
+inside the repository and its checksum), and the code — kbgen's own commit, and separately the
+commit of the repository the spec sits in.
 
 Each probe is a bounded subprocess whose failure is an unknown, never an error: a CPU machine
 has no nvidia-smi, a server started by a wrapper script has no Python kbgen can name, a Python
@@ -18,17 +19,19 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import kbgen
 from kbgen import __version__, redact
 from kbgen.bench import prompts
 from kbgen.bench.launch import resolve
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
 from kbgen.errors import KbgenError, UsageError
 from kbgen.kb import files, git
-from kbgen.kb.models import Hardware, Software
+from kbgen.kb.models import Hardware, KbgenBuild, Software
 
 GPU_QUERY = [
     "nvidia-smi",
@@ -48,6 +51,7 @@ TORCH_PROBE = (
     "print(json.dumps([platform.python_version(), *found]))\n"
 )
 _PYTHON = re.compile(r"python[0-9.]*")
+PACKAGE = Path(kbgen.__file__).parent  # the kbgen whose code is running, wherever it came from
 
 
 def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | None:
@@ -195,12 +199,67 @@ def suite(prompts_path: Path, spec_path: Path | None) -> tuple[str, str | None]:
     return name, digest
 
 
+def _spec_folder(spec_path: Path | None) -> Path:
+    return spec_path.parent if spec_path is not None else Path.cwd()
+
+
 def git_sha(spec_path: Path | None) -> str | None:
     """The commit checked out where the spec is (where kbgen runs, without a spec path); None
-    outside a git repository."""
-    return git.head_sha(spec_path.parent if spec_path is not None else Path.cwd())
+    outside a git repository. The spec's repository, not kbgen's (`kbgen_build`)."""
+    return git.head_sha(_spec_folder(spec_path))
 
 
 def git_changed(spec_path: Path | None) -> bool | None:
     """Whether that checkout had changes its commit does not hold; None outside git."""
-    return git.has_changes(spec_path.parent if spec_path is not None else Path.cwd())
+    return git.has_changes(_spec_folder(spec_path))
+
+
+def spec_in_kbgen_checkout(spec_path: Path | None, package: Path = PACKAGE) -> bool | None:
+    """Whether the spec sits in the very work tree kbgen's code runs from (so `git_sha` and
+    kbgen's commit are one commit); None when the spec is in no repository."""
+    try:
+        spec_root = git.toplevel(_spec_folder(spec_path))
+    except UsageError:
+        return None
+    if git.head_sha(spec_root) is None:
+        return None
+    return git.checkout_of(package / "__init__.py") == spec_root
+
+
+def kbgen_build(package: Path = PACKAGE, path: list[str] | None = None) -> KbgenBuild:
+    """The kbgen whose code is running (`package`: the imported package's folder): its version
+    and, where one can be known, its commit — that of the git checkout whose commit holds the
+    package's files (with whether they differ from it), else the one the installed
+    distribution's `direct_url.json` names (PEP 610: `pip install git+URL@REV`); else the
+    version alone. `path`: where to look for the distribution (`sys.path`)."""
+    root = git.checkout_of(package / "__init__.py")
+    sha = git.head_sha(root) if root is not None else None
+    if sha is not None:
+        changed = git.has_changes(package, only_inside=True)
+        known = {"changed": changed} if changed is not None else {}
+        return KbgenBuild(version=__version__, commit=sha, commit_from="checkout", **known)
+    commit = installed_commit(package, path)
+    if commit is not None:
+        return KbgenBuild(version=__version__, commit=commit, commit_from="direct_url")
+    return KbgenBuild(version=__version__)
+
+
+def installed_commit(package: Path, path: list[str] | None = None) -> str | None:
+    """The VCS commit in `direct_url.json` of the installed kbgen distribution whose files are
+    `package` (one installed elsewhere on the path names another kbgen's); None when there is
+    none, it names no commit (a wheel from an index, a local folder) or cannot be read."""
+    from importlib import metadata  # 80 ms: only when a run starts, never at import
+
+    here = (package / "__init__.py").resolve()
+    for dist in metadata.distributions(name="kbgen", path=sys.path if path is None else path):
+        try:
+            if Path(str(dist.locate_file("kbgen/__init__.py"))).resolve() != here:
+                continue
+            text = dist.read_text("direct_url.json")
+            found = json.loads(text) if text else None
+        except (OSError, ValueError):
+            return None
+        vcs = found.get("vcs_info") if isinstance(found, dict) else None
+        commit = vcs.get("commit_id") if isinstance(vcs, dict) else None
+        return commit if isinstance(commit, str) and commit else None
+    return None

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
-from kbgen.kb.models import EffectiveSettings, Hardware, Model, Software
+from kbgen.kb.models import EffectiveSettings, Hardware, KbgenBuild, Model, Software
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -69,9 +69,22 @@ class RunMeta(Model):
     status: RunStatus = Field(description="Where the run is; `kbgen record` needs `complete`.")
     started: str = Field(description="When the run was created (UTC, ISO 8601, to the second).")
     tool: str = Field(description="The kbgen that created it.", examples=["kbgen 0.1.0"])
-    git_sha: str | None = Field(description="HEAD of the repository it ran in, if any.")
+    kbgen: KbgenBuild | None = Field(
+        default=None,
+        description="The kbgen whose code ran it, with its commit where one is known (absent: "
+        "a folder written before kbgen recorded it).",
+    )
+    git_sha: str | None = Field(
+        description="HEAD of the git repository the spec sat in (without a spec path, the "
+        "folder kbgen ran in); None outside one. The spec's, not kbgen's: that is `kbgen`."
+    )
     git_changed: Bool | None = Field(
-        default=None, description="Whether its work tree had changes HEAD does not hold."
+        default=None, description="Whether the spec's work tree had changes HEAD does not hold."
+    )
+    spec_in_kbgen_checkout: Bool | None = Field(
+        default=None,
+        description="Whether the spec sat in the checkout kbgen's code ran from (the same "
+        "commit, named twice); None without a spec commit, or in an older folder.",
     )
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."

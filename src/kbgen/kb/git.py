@@ -65,13 +65,28 @@ def head_sha(folder: Path) -> str | None:
         return None
 
 
-def has_changes(folder: Path) -> bool | None:
+def has_changes(folder: Path, only_inside: bool = False) -> bool | None:
     """Whether the work tree where `folder` is differs from its commit (tracked or untracked
-    files that are not ignored); None outside a repository (or without git)."""
+    files that are not ignored), or with `only_inside` just the files under `folder`; None
+    outside a repository (or without git)."""
+    inside = ["--", "."] if only_inside else []
     try:
-        return bool(_git(folder.absolute(), "status", "--porcelain").strip())
+        return bool(_git(folder.absolute(), "status", "--porcelain", *inside).strip())
     except UsageError:
         return None
+
+
+def checkout_of(path: Path) -> Path | None:
+    """The root of the git work tree whose commit holds the file `path` (tracked there, not
+    merely inside: a package installed under an ignored `.venv/` of some repository is not
+    that repository's); None otherwise, or without git."""
+    try:
+        root = toplevel(path.parent)
+        if not _git(root, "ls-files", "-z", "--", relative(root, path)):
+            return None
+    except UsageError:
+        return None
+    return root
 
 
 def main_branch(root: Path) -> str | None:

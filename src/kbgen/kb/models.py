@@ -448,6 +448,47 @@ class Software(Model):
     )
 
 
+class KbgenBuild(Model):
+    """The kbgen whose code ran a benchmark: its version, and its commit where one can be known.
+
+    Not the spec's repository: that is `Provenance.git_sha`, named separately even when the
+    spec sits in kbgen's own checkout.
+    """
+
+    version: str = Field(
+        min_length=1, description="kbgen's version (`kbgen.__version__`).", examples=["0.1.0"]
+    )
+    commit: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The commit its code came from (absent: unknown, and the record's notes say "
+        "why).",
+        examples=["b3f7adae1f0c4a8e6d2b9c7f5e3a1d0c8b6a4f2e"],
+    )
+    commit_from: Literal["checkout", "direct_url"] | None = Field(
+        default=None,
+        description="Where the commit was read: `checkout`, the git work tree whose commit holds "
+        "the imported package's files (a clone on the path, an editable install); `direct_url`, "
+        "the installed distribution's `direct_url.json` (PEP 610), which names the VCS commit "
+        "`pip install git+URL@REV` built it from. Absent with the commit.",
+    )
+    changed: Bool | None = Field(
+        default=None,
+        description="From a checkout: whether the package's files there differ from that commit "
+        "(then the commit is not all that ran). Absent otherwise.",
+    )
+
+    @model_validator(mode="after")
+    def _commit_and_where(self) -> KbgenBuild:
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        if (self.commit is None) != (self.commit_from is None):
+            errors.append((("commit_from",), "set with the commit, and only with it"))
+        if self.changed is not None and self.commit_from != "checkout":
+            errors.append((("changed",), "only a checkout has changes"))
+        fail_at("KbgenBuild", errors)
+        return self
+
+
 class Config(Model):
     """Everything that defines the setup, so that two records can be compared fairly."""
 
@@ -791,9 +832,28 @@ class Provenance(Model):
     reference: str | None = Field(
         default=None, description="Where a reported or imported result was published or found."
     )
+    kbgen: KbgenBuild | None = Field(
+        default=None,
+        description="The kbgen whose code ran the benchmark, and its commit (absent: not "
+        "recorded; `tool` is the kbgen that wrote the record).",
+    )
     git_sha: str | None = Field(
         default=None,
-        description="Commit of the experiment repository (None: not in one; the notes say so).",
+        description="Commit of the git repository the experiment spec sat in — the spec's, not "
+        "kbgen's (that is `kbgen.commit`); the two are the same checkout only when "
+        "`spec_in_kbgen_checkout` says so. None: the spec was in no repository (the notes say "
+        "so).",
+    )
+    git_changed: Bool | None = Field(
+        default=None,
+        description="Whether the spec's work tree had changes that commit does not hold "
+        "(absent: not recorded, or no repository).",
+    )
+    spec_in_kbgen_checkout: Bool | None = Field(
+        default=None,
+        description="Whether the spec sat in the very checkout kbgen's code ran from (then "
+        "`git_sha` equals `kbgen.commit`); false: another repository, or another work tree. "
+        "Absent: no repository, or not recorded.",
     )
     host: str | None = Field(
         default=None, description="The label of the machine that ran the benchmark."
@@ -804,6 +864,14 @@ class Provenance(Model):
         default_factory=list,
         description="What was imported and what could not be (e.g. no per-class split).",
     )
+
+    @model_validator(mode="after")
+    def _one_checkout_one_commit(self) -> Provenance:
+        kbgen_commit = self.kbgen.commit if self.kbgen is not None else None
+        if self.spec_in_kbgen_checkout and (self.git_sha is None or kbgen_commit != self.git_sha):
+            message = "one checkout has one commit: git_sha and kbgen.commit must be the same"
+            fail_at("Provenance", [(("spec_in_kbgen_checkout",), message)])
+        return self
 
 
 class RawSamples(Model):

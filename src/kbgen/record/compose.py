@@ -39,8 +39,11 @@ from kbgen.record import importers as imports
 from kbgen.record.evidence import Evidence, evidence_of_run
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
-NO_GIT = "not in a git repository (or git was not installed): no commit recorded"
-CHANGED = "the work tree had changes its commit does not hold: the commit is not all that ran"
+NO_GIT = "the spec was not in a git repository (or git was not installed): no spec commit recorded"
+NO_KBGEN_COMMIT = (
+    "kbgen's commit is unknown: its code was neither in a git checkout nor installed from a VCS "
+    "commit (direct_url.json), so only its version is recorded"
+)
 
 
 def comparability(meta: RunMeta, order: list[str]) -> list[str]:
@@ -157,15 +160,26 @@ def from_run(
             recorded_at=_now(),
             run=run.path.name,
             **figures.known(
+                kbgen=meta.kbgen,
                 git_sha=meta.git_sha,
+                git_changed=meta.git_changed if meta.git_sha else None,
+                spec_in_kbgen_checkout=meta.spec_in_kbgen_checkout if meta.git_sha else None,
                 host=meta.host_label or hardware.host,
-                notes=[NO_GIT] if not meta.git_sha else [CHANGED] if meta.git_changed else None,
+                notes=_code_notes(meta) or None,
             ),
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
         **figures.known(effective=effective or None, startup_s=startup_s or None),
     )
     return record, evidence
+
+
+def _code_notes(meta: RunMeta) -> list[str]:
+    """What the record cannot say about the code that ran: no spec commit, no kbgen commit."""
+    notes = [] if meta.git_sha else [NO_GIT]
+    if meta.kbgen is not None and meta.kbgen.commit is None:
+        notes.append(NO_KBGEN_COMMIT)
+    return notes
 
 
 def from_imports(
