@@ -6,6 +6,9 @@
 #   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
 #   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder and what the machine
 #                                           is (nvidia-smi, versions) packed into OUT_DIR
+#   bench/gpu/run.sh agreement SPEC OUT_DIR bench/perf/agreement.py SPEC (kbgen and vllm bench
+#                                           serve on each arm's server); its folder, log and what
+#                                           the machine is packed into OUT_DIR
 #
 # Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
 # (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time.
@@ -43,6 +46,18 @@ bench)
     tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
     took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
     exit "${status:-0}" ;;
+agreement)
+    spec="$2" out="$3" name="$(basename "$2" .yaml)"
+    mkdir -p "$out" /tmp/agreement
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
+    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt" || true
+    cd "$ROOT"
+    python3 bench/perf/agreement.py "$spec" --vllm-python python3 --out "/tmp/agreement/$name" \
+        > "$out/$name.log" 2>&1 || status=$?
+    tar -C /tmp/agreement -czf "$out/$name.tar.gz" "$name"
+    tail -60 "$out/$name.log"
+    took "agreement $name (exit ${status:-0})"
+    exit "${status:-0}" ;;
 *)
-    sed -n '2,13p' "$0"; exit 2 ;;
+    sed -n '2,16p' "$0"; exit 2 ;;
 esac

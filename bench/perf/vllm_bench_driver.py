@@ -9,7 +9,12 @@ the measurements together; this driver pays it once. It loads the project's wrap
 bench/vllm/vllm_cli.py bench serve ...` runs) and imports vLLM's CLI; then, for each line on stdin
 (a JSON list, the argv after `vllm`), it sets `sys.argv` and calls vLLM's CLI `main()`, the
 function the `vllm` command calls, and answers one JSON line on file descriptor REPLY_FD:
-`{"ok": true, "window_cpu_s": ...}` or `{"ok": false, "error": ...}`. `window_cpu_s` is this
+`{"ok": true, "window_cpu_s": ...}` or `{"ok": false, "error": ...}`. A line that is a JSON
+object `{"request": BACKEND, "input": {...}}` instead sends one request through the reference's
+own request function (`ASYNC_REQUEST_FUNCS[BACKEND]` with a `RequestFuncInput` of those fields,
+in one event loop and one aiohttp session kept for the driver's life) and answers its
+`RequestFuncOutput` as `{"ok": true, "output": {...}}` (agreement.py interleaves it with kbgen
+request by request). `window_cpu_s` is this
 process's CPU time inside the run's measured window (first request start → + `duration`, from
 the `--save-detailed` result file), interpolated from `time.process_time()` samples a thread
 takes every 10 ms (about 100 GIL hand-overs a second: a negligible perturbation; sampled from
@@ -19,6 +24,7 @@ are vLLM's chatter, which the caller logs.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -27,6 +33,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import numpy
 
@@ -69,6 +76,36 @@ def _bench(argv: list[str], vllm_main: object) -> dict[str, object]:
     return {"ok": True, "window_cpu_s": float(after - before)}
 
 
+class _OneRequest:
+    """One request through the reference's request function, in a loop and session kept open."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.session: Any = None
+
+    def __call__(self, command: dict[str, Any]) -> dict[str, Any]:
+        import dataclasses
+
+        import aiohttp
+        from vllm.benchmarks.lib.endpoint_request_func import (
+            ASYNC_REQUEST_FUNCS,
+            RequestFuncInput,
+        )
+
+        async def send() -> Any:
+            if self.session is None:  # as vllm bench serve makes it, inside the loop
+                self.session = aiohttp.ClientSession(
+                    trust_env=True,
+                    timeout=aiohttp.ClientTimeout(total=6 * 60 * 60),
+                    connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+                )
+            func = ASYNC_REQUEST_FUNCS[command["request"]]
+            return await func(RequestFuncInput(**command["input"]), self.session)
+
+        output = self.loop.run_until_complete(send())
+        return {"ok": True, "output": dataclasses.asdict(output)}
+
+
 def main() -> None:
     reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     _load_wrapper()
@@ -76,11 +113,13 @@ def main() -> None:
     from vllm.entrypoints.cli.main import main as vllm_main
 
     reply.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    one = _OneRequest()
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            answer = _bench(json.loads(line), vllm_main)
+            command = json.loads(line)
+            answer = one(command) if isinstance(command, dict) else _bench(command, vllm_main)
         except BaseException as exc:  # SystemExit from argparse included
             answer = {
                 "ok": False,

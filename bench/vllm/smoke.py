@@ -8,7 +8,8 @@ Standard library only; any python3 will do:
 
 Checks /health, /version, /v1/models; sends one streaming /v1/completions and one streaming
 /v1/chat/completions request (temperature 0, ignore_eos, max_tokens N,
-stream_options include_usage + continuous_usage_stats); scrapes /metrics before and after.
+stream_options include_usage + continuous_usage_stats, or include_usage alone with
+--final-usage, as `vllm bench serve` asks); scrapes /metrics before and after.
 With --out, writes TAG-version.json, TAG-models.json, TAG-metrics-start.txt (before any
 request), TAG-metrics-before.txt (after the warmup request),
 TAG-metrics-after.txt, TAG-completion.sse (raw body) + TAG-completion.request.json, and
@@ -135,8 +136,12 @@ def main() -> int:
         "--chat-only", metavar="QUESTION", help="only ask this in one chat request (no ignore_eos)"
     )
     ap.add_argument("--warmup", type=int, default=1, help="untimed requests first (default 1)")
+    ap.add_argument(
+        "--final-usage", action="store_true", help="ask for usage at the end of a stream only"
+    )
     a = ap.parse_args()
     base = a.base.rstrip("/")
+    options = {"include_usage": True} if a.final_usage else STREAM_OPTIONS
 
     status, _ = get(base, "/health")
     assert status == 200, status
@@ -154,7 +159,7 @@ def main() -> int:
             "max_tokens": a.max_tokens,
             "temperature": 0,
             "stream": True,
-            "stream_options": STREAM_OPTIONS,
+            "stream_options": options,
         }
         _raw, events, t0 = post_stream(base, "/v1/chat/completions", body)
         text = ""
@@ -174,7 +179,7 @@ def main() -> int:
         "temperature": 0,
         "ignore_eos": True,
         "stream": True,
-        "stream_options": STREAM_OPTIONS,
+        "stream_options": options,
     }
     chat = {
         "model": model,
@@ -183,7 +188,7 @@ def main() -> int:
         "temperature": 0,
         "ignore_eos": True,
         "stream": True,
-        "stream_options": STREAM_OPTIONS,
+        "stream_options": options,
     }
     start = get(base, "/metrics")[1].decode()  # as the server came up (spec counters at 0)
     for _ in range(a.warmup):

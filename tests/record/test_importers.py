@@ -32,7 +32,15 @@ API = ["completions", "chat"]
 # Real `vllm bench serve --dataset-name custom --disable-shuffle` pairs (baseline, n-gram) and
 # the prompt file they sent, one row per machine: another pair of result files is one more row
 # (tests/fixtures/imports/README.md says how each was made).
-BY_POSITION = [pytest.param(CHAT_BASE, CHAT_NGRAM, PROMPTS, id="cpu-tiny-chat")]
+BY_POSITION = [
+    pytest.param(CHAT_BASE, CHAT_NGRAM, PROMPTS, id="cpu-tiny-chat"),
+    pytest.param(
+        FIXTURES / "h200-vllm-bench-chat-baseline.json",
+        FIXTURES / "h200-vllm-bench-chat-ngram.json",
+        FIXTURES / "h200-prompts.jsonl",
+        id="h200-smollm2-chat",
+    ),
+]
 FASTER = Hypothesis(
     statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
 )

@@ -36,9 +36,16 @@ from typing_extensions import TypedDict  # Pydantic needs its TypedDict before P
 from kbgen import redact
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
+from kbgen.kb.models import UsageMode
 from kbgen.kb.numbers import Count, Int
 
 Api = Literal["completions", "chat"]
+# How the server is asked for token counts: on every chunk (exact tokens per chunk), or once at
+# the end of the stream, as `vllm bench serve` asks (the least work for the server)
+STREAM_OPTIONS: dict[UsageMode, dict[str, bool]] = {
+    "continuous": {"include_usage": True, "continuous_usage_stats": True},
+    "final": {"include_usage": True},
+}
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -362,14 +369,18 @@ class Client:
     # --- streaming ------------------------------------------------------------------------
 
     async def stream(
-        self, api: Api, payload: dict[str, Any], sample: Sample, scheduled_ns: int
+        self,
+        api: Api,
+        payload: dict[str, Any],
+        sample: Sample,
+        scheduled_ns: int,
+        usage: UsageMode = "continuous",
     ) -> Sample:
-        """Send one streaming request and fill `sample` with its timings, or with its error."""
-        body = {
-            **payload,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
+        """Send one streaming request and fill `sample` with its timings, or with its error.
+
+        `usage`: "continuous" asks for token counts on every chunk; "final" only at the end,
+        and then a chunk's tokens are known only where every chunk proves to carry one."""
+        body = {**payload, "stream": True, "stream_options": STREAM_OPTIONS[usage]}
         url = self.base_url + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
         sample.scheduled_ns = scheduled_ns
         sample.sent_ns = time.perf_counter_ns()
@@ -400,6 +411,7 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
     stamps, counts = sample.chunk_ns, sample.chunk_tokens
     seen_tokens = 0
     usage_seen = False
+    counted = False  # whether a token chunk carried a running count (continuous usage)
     prompt_tokens = None
     done = False
     try:
@@ -445,8 +457,9 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                     tokens = completion - seen_tokens
                     seen_tokens = completion
                     usage_seen = True
+                    counted = counted or bool(choices)
                     prompt_tokens = usage.get("prompt_tokens") if usage else None
-                else:  # no continuous usage: a chunk with text counts, its size is unknown (0)
+                else:  # no running count: a chunk with text is a token chunk of unknown size
                     tokens = 1 if has_text else 0
                 if tokens > 0 and choices:
                     stamps.append(now)
@@ -456,6 +469,9 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
             sample.output_tokens = seen_tokens
             sample.prompt_tokens = prompt_tokens
     sample.done_ns = time.perf_counter_ns()
+    if not counted:  # usage at the end only: one token per chunk where the counts prove it
+        proven = usage_seen and seen_tokens == len(stamps)
+        counts[:] = [1] * len(stamps) if proven else []
     if not done:
         cut = f" (cut mid-event: {parser.pending[:60]!r})" if parser.pending else ""
         sample.error = f"stream ended without [DONE] after {len(sample.chunk_ns)} token chunks{cut}"

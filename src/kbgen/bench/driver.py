@@ -378,6 +378,7 @@ class _Run:
                     scheduled_ns=0,
                     sent_ns=0,
                 ),
+                self.workload.usage,
             )
             for i in range(count)
         ]
@@ -417,6 +418,7 @@ class _Run:
                     scheduled_ns=0,
                     sent_ns=0,
                 ),
+                self.workload.usage,
             )
             for key in todo
         ]

@@ -37,6 +37,7 @@ import kbgen
 from kbgen.bench.client import Api, Client, Timeouts
 from kbgen.bench.samples import Sample
 from kbgen.errors import ClientFailed
+from kbgen.kb.models import UsageMode
 
 STREAMS_PER_PROCESS = 128  # "auto": one client process for every 128 streams (or part of them)
 MAX_LINE = 64 * 2**20  # a sample of 1,048,576 chunk stamps is about 24 MB of JSON
@@ -50,6 +51,7 @@ class Job:
     api: Api
     body: dict[str, Any]
     sample: Sample
+    usage: UsageMode = "continuous"  # how the server is asked for token counts
 
 
 OnDone = Callable[[Sample], Awaitable[bool]]
@@ -97,7 +99,9 @@ class InProcess:
             while queue and not stopped:
                 job = queue.pop()
                 scheduled = time.perf_counter_ns()
-                sample = await self.client.stream(job.api, job.body, job.sample, scheduled)
+                sample = await self.client.stream(
+                    job.api, job.body, job.sample, scheduled, job.usage
+                )
                 if not await on_done(sample):
                     stopped = True
 
@@ -224,7 +228,14 @@ class Processes:
             while queue and not stopped and worker.outstanding < 2 * slots:
                 job = queue.popleft()
                 worker.tell(
-                    {"job": {"api": job.api, "body": job.body, "sample": job.sample.model_dump()}}
+                    {
+                        "job": {
+                            "api": job.api,
+                            "body": job.body,
+                            "usage": job.usage,
+                            "sample": job.sample.model_dump(),
+                        }
+                    }
                 )
                 worker.outstanding += 1
             if (not queue or stopped) and not worker.ended:
@@ -290,7 +301,7 @@ class _Batch:
         while (job := await self.queue.get()) is not None:
             sample = Sample.model_validate(job["sample"])
             scheduled = time.perf_counter_ns()
-            await self.client.stream(job["api"], job["body"], sample, scheduled)
+            await self.client.stream(job["api"], job["body"], sample, scheduled, job["usage"])
             self.out.write(sample.model_dump_json().encode() + b"\n")  # at once, never blocking
 
     async def _finish(self) -> None:

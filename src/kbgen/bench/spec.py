@@ -24,6 +24,7 @@ from kbgen.kb.models import (
     Model,
     Slug,
     TaskRef,
+    UsageMode,
     Variant,
     VariantName,
     fail_at,
@@ -147,6 +148,15 @@ class WorkloadSpec(Model):
         description="Use the first N prompts of each class (all if unset).",
     )
     api: Api = Field(default="completions", description="OpenAI endpoint.")
+    usage: UsageMode = Field(
+        default="continuous",
+        description="How the server is asked for token counts. `continuous` (usage on every "
+        "chunk, `continuous_usage_stats`): exact tokens per chunk, so per-token ITL under "
+        "speculative decoding. `final` (usage at the end of each stream, as `vllm bench serve` "
+        "asks): the least the server is asked for; TTFT, TPOT and decode rate are the same, "
+        "per-token ITL only where every chunk proves to carry one token. bench/perf/agreement.py "
+        "measures what either costs the server.",
+    )
     max_tokens: Int = Field(
         default=128, ge=1, le=MAX_TOKENS, description="Output tokens per request."
     )

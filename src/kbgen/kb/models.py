@@ -86,6 +86,8 @@ MetricName = Literal[
 # (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
 MeasuredMetric = Literal[MetricName, "steady_output_tok_s"]
 Api = Literal["completions", "chat"]
+# How a run asked the server for token counts: on every chunk, or at the end of a stream only
+UsageMode = Literal["continuous", "final"]
 
 METRIC_UNITS: dict[str, str] = {
     "decode_tok_s": "tok/s",
@@ -554,6 +556,12 @@ class Workload(Model):
     )
     concurrency: Int | None = Field(default=None, ge=1, description="Requests in flight.")
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
+    usage: UsageMode | None = Field(
+        default=None,
+        description="How kbgen asked the server for token counts: `continuous` on every chunk, "
+        "`final` at the end of each stream only (None: not recorded; runs before this field "
+        "asked on every chunk).",
+    )
     rounds: Int | None = Field(
         default=None,
         ge=1,

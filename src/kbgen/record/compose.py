@@ -147,6 +147,7 @@ def from_run(
             repeats=workload.repeats,
             concurrency=workload.concurrency,
             api=workload.api,
+            usage=workload.usage,
             **_rounds(workload.rounds, workload.order_seed, meta.order),
         ),
         measurements=figures.measurements(evidence),

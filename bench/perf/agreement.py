@@ -1,0 +1,721 @@
+#!/usr/bin/env python3
+"""Does kbgen measure what `vllm bench serve` measures? Both clients on one server, interleaved.
+
+What it measures
+----------------
+For each arm of a kbgen experiment spec (a server start each, kbgen's own launcher), the clients
+take turns on the same running server, round after round — round 0 in a seeded order, every
+next round in the reverse of the one before (ABBA …), so a drift of the server cancels:
+
+- `kbgen`: kbgen's streaming client as `kbgen bench` runs it (usage on every chunk,
+  `continuous_usage_stats`);
+- `kbgen-final`: the same client asking for usage at the end of the stream only, as the
+  reference does;
+- `kbgen-refbody`: the same client sending the reference's request body byte for byte in
+  content (the message as a list of text parts, `max_completion_tokens`, no `seed`, usage at
+  the end): what is left between it and the reference is the clients' own timing;
+- `vllm`: `vllm bench serve --dataset-name custom` on the same prompts in the same order
+  (`--disable-shuffle --skip-chat-template`, no warm-up, no initial test request), in one
+  resident process of vLLM's (`vllm_bench_driver.py`).
+
+Every pass sends every prompt of the spec's classes once, at the spec's concurrency, and is
+framed by two `/metrics` scrapes, so the server's own view of that pass is known: its mean TPOT
+(`vllm:request_time_per_output_token_seconds`) and TTFT histograms. Figures, per arm and class:
+
+- **kbgen's reading vs the reference's**: per-request decode rate ((N − 1) / (E2E − TTFT)), TTFT
+  and TPOT, each prompt's geometric mean over rounds, paired by prompt: the geometric mean of
+  kbgen/reference and its 95% interval over prompts (`kbgen.record.stats.paired_effect`).
+- **kbgen's effect on the server**: the server's mean TPOT in a client's passes over its TPOT in
+  the reference's passes of the same round (interval over rounds): what asking for more costs
+  the server itself.
+- **Each client's reading of the server**: a pass's client-side mean TPOT over the server's.
+- **The effect**: each variant against the baseline, per class, as kbgen reads it and as the
+  reference does, and their difference in points (paired by prompt).
+- **Same text**: how many requests generated the same text as the reference's for the prompt.
+
+How to run
+----------
+From the repository root, with kbgen's venv (and vLLM's for the reference):
+
+    .venv/bin/python bench/perf/agreement.py SPEC [--rounds 4] [--clients kbgen,kbgen-final,vllm]
+        [--interleave pass|request] [--arms A,B] [--vllm-python PATH] [--tokenizer DIR]
+        [--out DIR]
+    .venv/bin/python bench/perf/agreement.py --report DIR/agreement.json   # the figures again
+
+`--vllm-python` defaults to `$KBGEN_VLLM_VENV/bin/python` (`.vllm/venv`); `--tokenizer` to the
+spec's model folder. `--out` keeps `agreement.json` (every request's figures, every pass's
+server figures, the analysis) and the reference's own result files. With no spec given it runs
+`bench/perf/agreement-cpu.yaml`: the tiny model on this CPU's vLLM, two rounds (the quick mode
+that `make test` runs). Only the spec's server (127.0.0.1) is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path[:0] = [str(REPO / "src"), str(HERE)]
+
+from client_overhead import VllmBench  # noqa: E402  (the resident `vllm bench serve`)
+
+from kbgen.bench import driver, metrics, prompts  # noqa: E402
+from kbgen.bench import spec as specs  # noqa: E402
+from kbgen.bench.client import Client  # noqa: E402
+from kbgen.bench.launch import launcher_for  # noqa: E402
+from kbgen.bench.samples import Sample, request_metrics  # noqa: E402
+from kbgen.record.stats import paired_effect  # noqa: E402
+
+CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")
+REFERENCE = "vllm"
+FIGURES = ("decode_tok_s", "ttft_ms", "tpot_ms")
+SERVER = {  # the server's own mean per request, from its histograms' sum / count
+    "tpot_ms": "vllm:request_time_per_output_token_seconds",
+    "ttft_ms": "vllm:time_to_first_token_seconds",
+}
+DEFAULT_SPEC = HERE / "agreement-cpu.yaml"
+# What agreement means (verdicts): a client reads the server's own TPOT within ±0.5%, and each
+# of its per-arm figures and its reading of the effect differs from the reference's by no more
+# than ±3% (well under the 5% a record's hypothesis usually asks for) with a 95% interval that
+# holds 0. The interval itself is as wide as the server's own variation allows: on the H200,
+# clients taking turns request by request, about ±4% over 18 prompts × 3 rounds.
+READING_TOLERANCE = 0.005
+TOLERANCE = 0.03
+
+
+# --- one pass of one client ------------------------------------------------------------------
+
+
+def _server_means(before: str, after: str, model: str) -> dict[str, float | None]:
+    """The server's mean TPOT and TTFT (ms) over the requests between two scrapes."""
+    b, a = metrics.parse(before), metrics.parse(after)
+
+    def delta(name: str) -> float:
+        def total(snapshot: metrics.Snapshot) -> float:
+            return sum(
+                value
+                for labels, value in snapshot.get(name, {}).items()
+                if dict(labels).get("model_name", model) == model
+            )
+
+        return total(a) - total(b)
+
+    out: dict[str, float | None] = {}
+    for figure, name in SERVER.items():
+        count = delta(name + "_count")
+        out[figure] = delta(name + "_sum") / count * 1e3 if count else None
+    out["requests"] = delta(SERVER["tpot_ms"] + "_count")
+    out["generation_tokens"] = delta("vllm:generation_tokens_total")
+    return out
+
+
+def reference_body(workload: specs.WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
+    """What `vllm bench serve` 0.26–0.32 sends for one prompt, less `stream` and its options."""
+    if workload.api == "chat":
+        content = [{"type": "text", "text": prompt}]
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": content}],
+            "max_completion_tokens": workload.max_tokens,
+        }
+    else:
+        body = {"model": model, "prompt": prompt, "max_tokens": workload.max_tokens}
+    body["temperature"] = workload.temperature
+    return {**body, "ignore_eos": True} if workload.ignore_eos else body
+
+
+async def kbgen_pass(
+    client: Client,
+    workload: specs.WorkloadSpec,
+    model: str,
+    todo: list[tuple[str, int, str]],
+    name: str,
+) -> list[dict[str, Any]]:
+    """Every prompt once at the workload's concurrency, as client `name` sends it."""
+    usage = "continuous" if name == "kbgen" else "final"
+    body_of = reference_body if name == "kbgen-refbody" else driver.payload
+    queue = list(reversed(todo))
+    done: list[tuple[str, int, Sample]] = []
+
+    async def worker() -> None:
+        while queue:
+            cls, index, text = queue.pop()
+            now = time.perf_counter_ns()
+            sample = Sample(
+                variant="-",
+                prompt_class=cls,
+                prompt_index=index,
+                repeat=0,
+                scheduled_ns=now,
+                sent_ns=now,
+            )
+            body = body_of(workload, model, text)
+            await client.stream(workload.api, body, sample, now, usage=usage)  # type: ignore[arg-type]
+            done.append((cls, index, sample))
+
+    await asyncio.gather(*(worker() for _ in range(workload.concurrency)))
+    rows = []
+    for cls, index, sample in sorted(done, key=lambda d: (d[0], d[1])):
+        figures = request_metrics(sample)
+        rows.append(
+            {
+                "class": cls,
+                "index": index,
+                "ok": sample.ok,
+                "error": sample.error,
+                "output_tokens": sample.output_tokens,
+                "chunks": len(sample.chunk_ns),
+                "hash": sample.output_hash,
+                **{f: figures.get(f) for f in FIGURES},
+            }
+        )
+    return rows
+
+
+def vllm_argv(
+    url: str,
+    model: str,
+    tokenizer: str,
+    workload: specs.WorkloadSpec,
+    dataset: Path,
+    n: int,
+    out: Path,
+) -> list[str]:
+    chat = workload.api == "chat"
+    argv = [
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat" if chat else "vllm",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions" if chat else "/v1/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(dataset),
+        "--disable-shuffle",
+        "--skip-chat-template",
+        "--custom-output-len",
+        str(workload.max_tokens),
+        "--num-prompts",
+        str(n),
+        "--max-concurrency",
+        str(workload.concurrency),
+        "--temperature",
+        str(workload.temperature),
+        "--num-warmups",
+        "0",
+        "--ready-check-timeout-sec",
+        "0",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(out.parent),
+        "--result-filename",
+        out.name,
+    ]
+    return [*argv, "--ignore-eos"] if workload.ignore_eos else argv
+
+
+def reference_row(
+    cls: str, index: int, ttft: float, itls: list[float], n: int, text: str | None, error: str
+) -> dict[str, Any]:
+    """One request's figures as the reference defines them (its latency: the first chunk's
+    time plus every gap after it), in kbgen's names."""
+    ok = not error and bool(n) and ttft > 0
+    decode = sum(itls)
+    return {
+        "class": cls,
+        "index": index,
+        "ok": ok,
+        "error": error or None,
+        "output_tokens": n,
+        "chunks": len(itls) + 1 if ok else 0,
+        "hash": hashlib.sha256(text.encode()).hexdigest()[:16] if text else None,
+        "decode_tok_s": (n - 1) / decode if ok and n > 1 and decode > 0 else None,
+        "ttft_ms": ttft * 1e3 if ok else None,
+        "tpot_ms": decode / (n - 1) * 1e3 if ok and n > 1 else None,
+    }
+
+
+def vllm_rows(result: dict[str, Any], todo: list[tuple[str, int, str]]) -> list[dict[str, Any]]:
+    """The rows of one `vllm bench serve --save-detailed` result, in the prompts' order."""
+    if len(result["ttfts"]) != len(todo):
+        raise SystemExit(f"vllm bench serve ran {len(result['ttfts'])} of {len(todo)} prompts")
+    errors = result.get("errors") or [""] * len(todo)
+    texts = result.get("generated_texts") or [None] * len(todo)
+    return [
+        reference_row(
+            cls,
+            index,
+            result["ttfts"][i],
+            result["itls"][i],
+            result["output_lens"][i],
+            texts[i],
+            errors[i],
+        )
+        for i, (cls, index, _) in enumerate(todo)
+    ]
+
+
+async def vllm_request(
+    vb: VllmBench, url: str, model: str, workload: specs.WorkloadSpec, prompt: tuple[str, int, str]
+) -> dict[str, Any]:
+    """One prompt through the reference's own request function (`ASYNC_REQUEST_FUNCS`)."""
+    chat = workload.api == "chat"
+    command = {
+        "request": "openai-chat" if chat else "vllm",
+        "input": {
+            "prompt": prompt[2],
+            "api_url": url + ("/v1/chat/completions" if chat else "/v1/completions"),
+            "prompt_len": 0,
+            "output_len": workload.max_tokens,
+            "model": model,
+            "ignore_eos": workload.ignore_eos,
+            "extra_body": {"temperature": workload.temperature},
+        },
+    }
+    out = (await asyncio.to_thread(vb.bench, command))["output"]  # type: ignore[arg-type]
+    error = out["error"] if not out["success"] else ""
+    return reference_row(
+        prompt[0],
+        prompt[1],
+        out["ttft"],
+        out["itl"],
+        out["output_tokens"],
+        out["generated_text"],
+        error or ("" if out["success"] else "failed"),
+    )
+
+
+def client_order(clients: list[str], rounds: int, seed: int) -> list[tuple[int, str]]:
+    """Round 0 in a seeded permutation, each next round the reverse of the one before."""
+    first = list(clients)
+    random.Random(seed).shuffle(first)
+    out: list[tuple[int, str]] = []
+    for r in range(rounds):
+        out += [(r, c) for c in (first if r % 2 == 0 else first[::-1])]
+    return out
+
+
+async def run_arm(
+    spec: specs.ExperimentSpec,
+    arm: str,
+    todo: list[tuple[str, int, str]],
+    args: argparse.Namespace,
+    vb: VllmBench | None,
+    tmp: Path,
+) -> dict[str, Any]:
+    """One server start: warm-up, then every client's passes in the interleaved order."""
+    launcher = launcher_for(spec.server)
+    log = tmp / f"{arm}.log"
+    started = time.perf_counter()
+    launched = await launcher.start(arm, spec.variants[arm], log, lambda s: None)
+    print(f"{arm}: server up in {time.perf_counter() - started:.0f} s ({log})", flush=True)
+    workload = spec.workload
+    passes = []
+    try:
+        async with Client(launched.url) as client:
+            model = (await client.served_model()).id
+            version = await client.engine_version()
+            warm = todo[: max(workload.warmup, workload.concurrency)]
+            await kbgen_pass(client, workload, model, warm * 2, "kbgen")
+            # a kbgen prompt suite too (`class` beside `prompt`), in the order both clients send
+            dataset = (args.out or tmp) / "prompts.jsonl"
+            dataset.write_text(
+                "".join(json.dumps({"class": c, "prompt": t}) + "\n" for c, _, t in todo)
+            )
+            if args.interleave == "request":
+                passes = await _by_request(client, launched.url, model, workload, todo, args, vb)
+            for round_, name in (
+                client_order(args.clients, args.rounds, workload.order_seed)
+                if args.interleave == "pass"
+                else []
+            ):
+                before = await client.metrics_text()
+                t0 = time.perf_counter()
+                if name == REFERENCE:
+                    assert vb is not None
+                    out = tmp / f"vllm-{arm}-r{round_}.json"
+                    tokenizer = args.tokenizer or spec.server.model  # type: ignore[union-attr]
+                    argv = vllm_argv(
+                        launched.url, model, str(tokenizer), workload, dataset, len(todo), out
+                    )
+                    await asyncio.to_thread(vb.bench, argv)
+                    result = json.loads(out.read_text())
+                    if args.out:
+                        (args.out / out.name).write_text(json.dumps(result))
+                    rows = vllm_rows(result, todo)
+                else:
+                    rows = await kbgen_pass(client, workload, model, todo, name)
+                wall = time.perf_counter() - t0
+                server = _server_means(before, await client.metrics_text(), model)
+                passes.append(
+                    {
+                        "round": round_,
+                        "client": name,
+                        "wall_s": wall,
+                        "server": server,
+                        "requests": rows,
+                    }
+                )
+                ok = [r for r in rows if r["ok"]]
+                mean = _geomean([r["decode_tok_s"] for r in ok if r["decode_tok_s"]])
+                print(
+                    f"  {arm} round {round_} {name:<11} {len(ok)}/{len(rows)} ok, "
+                    f"decode {mean:7.1f} tok/s per request, server TPOT "
+                    f"{server['tpot_ms'] or 0:.3f} ms, {wall:.1f} s",
+                    flush=True,
+                )
+    finally:
+        await launcher.stop()
+    return {"engine_version": version, "model": model, "passes": passes}
+
+
+async def _by_request(
+    client: Client,
+    url: str,
+    model: str,
+    workload: specs.WorkloadSpec,
+    todo: list[tuple[str, int, str]],
+    args: argparse.Namespace,
+    vb: VllmBench | None,
+) -> list[dict[str, Any]]:
+    """Every prompt through every client in turn (the order reversed from one prompt to the
+    next), each request framed by `/metrics` scrapes: the server's own figures per request."""
+    if workload.concurrency != 1:
+        raise SystemExit("--interleave request needs concurrency 1")
+    first = list(args.clients)
+    random.Random(workload.order_seed).shuffle(first)
+    passes = []
+    for round_ in range(args.rounds):
+        for k, prompt in enumerate(todo):
+            order = first if (round_ * len(todo) + k) % 2 == 0 else first[::-1]
+            for name in order:
+                before = await client.metrics_text()
+                t0 = time.perf_counter()
+                if name == REFERENCE:
+                    assert vb is not None
+                    rows = [await vllm_request(vb, url, model, workload, prompt)]
+                else:
+                    rows = await kbgen_pass(client, workload, model, [prompt], name)
+                wall = time.perf_counter() - t0
+                server = _server_means(before, await client.metrics_text(), model)
+                passes.append(
+                    {
+                        "round": round_,
+                        "slot": [round_, prompt[0], prompt[1]],
+                        "client": name,
+                        "wall_s": wall,
+                        "server": server,
+                        "requests": rows,
+                    }
+                )
+        done = [p for p in passes if p["round"] == round_]
+        for name in args.clients:
+            mine = [r["decode_tok_s"] for p in done if p["client"] == name for r in p["requests"]]
+            rate = _geomean([v for v in mine if v])
+            print(f"  round {round_} {name:<14} decode {rate:7.1f} tok/s per request", flush=True)
+    return passes
+
+
+# --- analysis (pure: agreement.json in, figures out) ------------------------------------------
+
+ALL = "all"  # every class together
+Unit = tuple[str, int]  # a prompt: its class and index
+
+
+def per_prompt(
+    passes: list[dict[str, Any]], client: str, cls: str, figure: str
+) -> dict[Unit, float]:
+    """Each prompt's geometric mean over the rounds of one client's figure (`cls` ALL: every
+    class's prompts)."""
+    values: dict[Unit, list[float]] = {}
+    for p in passes:
+        if p["client"] != client:
+            continue
+        for r in p["requests"]:
+            if (cls in (ALL, r["class"])) and r["ok"] and r[figure]:
+                values.setdefault((r["class"], r["index"]), []).append(r[figure])
+    return {unit: _geomean(v) for unit, v in values.items()}
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def _effect(base: dict[Any, float], other: dict[Any, float]) -> dict[str, Any] | None:
+    """`other` over `base`, paired by their common keys: geometric mean − 1 and its 95% interval."""
+    units = sorted(base.keys() & other.keys())
+    if len(units) < 2:
+        return None
+    e = paired_effect([base[u] for u in units], [other[u] for u in units])
+    return {"effect": e.effect, "low": e.ci_low, "high": e.ci_high, "units": len(units)}
+
+
+def _slot(p: dict[str, Any]) -> tuple[Any, ...]:
+    """When a pass ran: its round, or its round and prompt where clients took turns by request."""
+    return tuple(p.get("slot") or [p["round"]])
+
+
+def _client_tpot(p: dict[str, Any]) -> float | None:
+    values = [r["tpot_ms"] for r in p["requests"] if r["ok"] and r["tpot_ms"]]
+    return math.fsum(values) / len(values) if values else None
+
+
+def server_effect(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
+    """The server's own mean TPOT in a client's passes over in the reference's of the same slot:
+    what the client's requests cost the server."""
+    tpot: dict[str, dict[tuple[Any, ...], float]] = {client: {}, REFERENCE: {}}
+    for p in passes:
+        if p["client"] in tpot and p["server"]["tpot_ms"]:
+            tpot[p["client"]][_slot(p)] = p["server"]["tpot_ms"]
+    return _effect(tpot[REFERENCE], tpot[client])
+
+
+def reading(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
+    """A client's mean TPOT over the server's own for the same requests, pass by pass: how
+    exactly the client reads what the server did (0: exactly)."""
+    server, seen = {}, {}
+    for p in passes:
+        if p["client"] == client and p["server"]["tpot_ms"] and (t := _client_tpot(p)):
+            server[_slot(p)], seen[_slot(p)] = p["server"]["tpot_ms"], t
+    return _effect(server, seen)
+
+
+def analyse(data: dict[str, Any]) -> dict[str, Any]:
+    """Every figure the module docstring names, from agreement.json's measurements."""
+    ours = [c for c in data["clients"] if c != REFERENCE]
+    classes = [*data["classes"], ALL]
+    out: dict[str, Any] = {"figures": {}, "server": {}, "reading": {}, "texts": {}, "effects": {}}
+    for arm, measured in data["arms"].items():
+        passes = measured["passes"]
+        for client in ours:
+            for cls in classes:
+                for figure in FIGURES:
+                    ref = per_prompt(passes, REFERENCE, cls, figure)
+                    mine = per_prompt(passes, client, cls, figure)
+                    out["figures"][f"{arm}/{client}/{cls}/{figure}"] = _effect(ref, mine)
+            out["server"][f"{arm}/{client}"] = server_effect(passes, client)
+            reference = {
+                (r["class"], r["index"]): r["hash"]
+                for p in passes
+                if p["client"] == REFERENCE
+                for r in p["requests"]
+            }
+            rows = [r for p in passes if p["client"] == client for r in p["requests"] if r["ok"]]
+            same = sum(1 for r in rows if r["hash"] == reference.get((r["class"], r["index"])))
+            out["texts"][f"{arm}/{client}"] = [same, len(rows)]
+        for client in data["clients"]:
+            out["reading"][f"{arm}/{client}"] = reading(passes, client)
+    baseline = data["baseline"]
+    for arm in (a for a in data["arms"] if a != baseline):
+        for cls in classes:
+            ratio = {}
+            for client in data["clients"]:
+                base = per_prompt(data["arms"][baseline]["passes"], client, cls, "decode_tok_s")
+                var = per_prompt(data["arms"][arm]["passes"], client, cls, "decode_tok_s")
+                out["effects"][f"{arm}/{cls}/{client}"] = _effect(base, var)
+                ratio[client] = {u: var[u] / base[u] for u in base.keys() & var.keys()}
+            for client in ours:  # kbgen's reading of the effect over the reference's
+                key = f"{arm}/{cls}/{client}-vs-{REFERENCE}"
+                out["effects"][key] = _effect(ratio[REFERENCE], ratio[client])
+    return out
+
+
+def _inside(figure: dict[str, Any] | None, tolerance: float) -> bool:
+    """Whether a ratio's whole 95% interval lies within ±tolerance of agreement."""
+    return (
+        figure is not None
+        and figure["low"] is not None
+        and -tolerance <= figure["low"]
+        and figure["high"] <= tolerance
+    )
+
+
+def _agrees(f: dict[str, Any] | None, tolerance: float) -> bool:
+    """A difference within ±tolerance whose 95% interval holds 0."""
+    return (
+        f is not None
+        and f["low"] is not None
+        and abs(f["effect"]) <= tolerance
+        and f["low"] <= 0 <= f["high"]
+    )
+
+
+def verdicts(
+    data: dict[str, Any],
+    client: str = "kbgen",
+    reading_tolerance: float = READING_TOLERANCE,
+    tolerance: float = TOLERANCE,
+) -> list[tuple[str, bool]]:
+    """What agreement means, claim by claim: `client` and the reference read the server's own
+    TPOT within ±`reading_tolerance` (the whole interval), and `client`'s per-arm decode rate,
+    TTFT and TPOT over every class, and its reading of each variant's effect, agree with the
+    reference's (`_agrees`)."""
+    result = analyse(data)
+    claims = []
+    for arm in data["arms"]:
+        for who in (client, REFERENCE):
+            f = result["reading"][f"{arm}/{who}"]
+            text = f"{arm}: {who} reads the server's own TPOT: {_pct(f)}"
+            claims.append((text, _inside(f, reading_tolerance)))
+        for figure in FIGURES:
+            f = result["figures"][f"{arm}/{client}/{ALL}/{figure}"]
+            claims.append(
+                (f"{arm}: {client}/{REFERENCE} {figure}: {_pct(f)}", _agrees(f, tolerance))
+            )
+    for arm in (a for a in data["arms"] if a != data["baseline"]):
+        f = result["effects"][f"{arm}/{ALL}/{client}-vs-{REFERENCE}"]
+        text = f"{arm}'s effect, {client}'s reading over {REFERENCE}'s: {_pct(f)}"
+        claims.append((text, _agrees(f, tolerance)))
+    return claims
+
+
+def _pct(f: dict[str, Any] | None) -> str:
+    if f is None:
+        return "-"
+    if f["low"] is None:
+        return f"{f['effect']:+.1%}"
+    return f"{f['effect']:+.1%} [{f['low']:+.1%}, {f['high']:+.1%}]"
+
+
+def report(data: dict[str, Any], client: str = "kbgen") -> bool:
+    """Print the figures; True when every claim of `verdicts` holds."""
+    result = analyse(data)
+    ours = [c for c in data["clients"] if c != REFERENCE]
+    print(
+        f"\n{data['spec']}: vLLM {data.get('engine_version')} · {data['rounds']} rounds · "
+        f"concurrency {data['concurrency']} · clients taking turns by "
+        f"{data.get('interleave', 'pass')}: {', '.join(data['clients'])}"
+    )
+    print(
+        "\nEach client over the reference, per prompt (geometric mean over prompts and its 95% "
+        "interval)"
+    )
+    head = f"{'arm':<10}{'class':<13}{'figure':<14}" + "".join(f"{c:>30}" for c in ours)
+    print(head + "\n" + "-" * len(head))
+    for arm in data["arms"]:
+        for cls in [*data["classes"], ALL]:
+            for figure in FIGURES:
+                cells = [_pct(result["figures"][f"{arm}/{c}/{cls}/{figure}"]) for c in ours]
+                print(f"{arm:<10}{cls:<13}{figure:<14}" + "".join(f"{x:>30}" for x in cells))
+    print(
+        "\nThe server's own TPOT (its histogram, between scrapes) under each client over under "
+        "the reference,\nand each client's TPOT over the server's for the same requests"
+    )
+    for arm in data["arms"]:
+        for c in data["clients"]:
+            cost = "(reference)" if c == REFERENCE else _pct(result["server"][f"{arm}/{c}"])
+            same = result["texts"].get(f"{arm}/{c}")
+            text = f"   same text as the reference {same[0]}/{same[1]}" if same else ""
+            seen = _pct(result["reading"][f"{arm}/{c}"])
+            print(f"  {arm:<10}{c:<15}server {cost:<26} reading {seen}{text}")
+    if len(data["arms"]) > 1:
+        print("\nEach variant's effect on decode rate, as each client reads it")
+        for key, f in result["effects"].items():
+            print(f"  {key:<42}{_pct(f)}")
+    claims = verdicts(data, client)
+    print(
+        f"\nAgreement ({client}): readings within ±{READING_TOLERANCE:.1%}; per-arm figures "
+        f"and effects within ±{TOLERANCE:.0%} of the reference's, their intervals holding 0"
+    )
+    for text, holds in claims:
+        print(f"  {'yes' if holds else 'NO '}  {text}")
+    return all(holds for _, holds in claims)
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("spec", nargs="?", type=Path, default=DEFAULT_SPEC)
+    parser.add_argument("--rounds", type=int, default=None, help="default: the spec's rounds")
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--arms", default=None, help="the spec's arms to run (default: all)")
+    parser.add_argument("--vllm-python", type=Path, default=None)
+    parser.add_argument("--tokenizer", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="folder for agreement.json")
+    parser.add_argument(
+        "--interleave",
+        choices=["pass", "request"],
+        default="pass",
+        help="take turns pass by pass (the reference is all of `vllm bench serve`), or request "
+        "by request (the reference is its request function; concurrency 1)",
+    )
+    parser.add_argument("--report", type=Path, help="print the figures of an agreement.json")
+    parser.add_argument(
+        "--quick", action="store_true", help="the baseline arm alone, 2 prompts a class, 16 tokens"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a claim of agreement does not hold"
+    )
+    args = parser.parse_args()
+    if args.report:
+        agree = report(json.loads(args.report.read_text()))
+        sys.exit(1 if args.check and not agree else 0)
+    args.clients = args.clients.split(",")
+    spec = specs.load(args.spec)
+    if args.quick:
+        quick = {"per_class": 2, "max_tokens": 16}
+        spec = spec.model_copy(update={"workload": spec.workload.model_copy(update=quick)})
+        args.arms = args.arms or spec.baseline
+    args.rounds = args.rounds or max(spec.workload.rounds, 2)
+    suite = prompts.load(
+        Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
+    )
+    todo = [(cls, i, text) for cls in spec.workload.classes for i, text in enumerate(suite[cls])]
+    tmp = Path(tempfile.mkdtemp(prefix="kbgen-agreement-"))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    vb = None
+    if REFERENCE in args.clients:
+        venv = Path(os.environ.get("KBGEN_VLLM_VENV", REPO / ".vllm" / "venv"))
+        vb = VllmBench(args.vllm_python or venv / "bin" / "python", tmp / "vllm_bench.log")
+    print(f"{len(todo)} prompts, {args.rounds} rounds, clients {args.clients}; logs in {tmp}")
+    data: dict[str, Any] = {
+        "spec": spec.id,
+        "baseline": spec.baseline,
+        "classes": list(spec.workload.classes),
+        "clients": args.clients,
+        "rounds": args.rounds,
+        "interleave": args.interleave,
+        "concurrency": spec.workload.concurrency,
+        "max_tokens": spec.workload.max_tokens,
+        "api": spec.workload.api,
+        "arms": {},
+    }
+    try:
+        arms = [spec.baseline, *(a for a in spec.variants if a != spec.baseline)]
+        for arm in (a for a in arms if not args.arms or a in args.arms.split(",")):
+            data["arms"][arm] = asyncio.run(run_arm(spec, arm, todo, args, vb, tmp))
+            data["engine_version"] = data["arms"][arm]["engine_version"]
+            if args.out:  # kept as it goes: a later arm's failure loses nothing measured
+                (args.out / "agreement.json").write_text(json.dumps(data, indent=1))
+    finally:
+        if vb is not None:
+            vb.stop()
+    agree = report(data)
+    sys.exit(1 if args.check and not agree else 0)
+
+
+if __name__ == "__main__":
+    main()

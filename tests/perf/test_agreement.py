@@ -1,0 +1,152 @@
+"""bench/perf/agreement.py: kbgen against `vllm bench serve` on one server.
+
+The H200 results (tests/fixtures/agreement) hold the stated tolerance; the reference's own
+result files are read as the reference reads them; the quick mode runs on the real CPU vLLM, so
+the check cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.support import vllm_env
+
+SCRIPT = vllm_env.REPO / "bench" / "perf" / "agreement.py"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+BY_REQUEST = FIXTURES / "agreement" / "h200-by-request.json"
+BY_PASS = FIXTURES / "agreement" / "h200-by-pass.json"
+H200_RESULTS = [
+    FIXTURES / "imports" / "h200-vllm-bench-chat-baseline.json",
+    FIXTURES / "imports" / "h200-vllm-bench-chat-ngram.json",
+]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("agreement", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+agreement = _script()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_on_the_h200_kbgen_agrees_with_the_reference_within_the_tolerance() -> None:
+    """Clients taking turns request by request on one H200 server per arm: every claim holds —
+    kbgen and the reference read the server's own TPOT within ±0.5%, kbgen's per-arm decode
+    rate, TTFT and TPOT and its reading of the n-gram effect are within ±3% of the reference's
+    with intervals that hold 0."""
+    data = _load(BY_REQUEST)
+    assert data["interleave"] == "request" and data["engine_version"] == "0.26.0"
+    claims = agreement.verdicts(data)
+    assert len(claims) == 2 * (2 + 3) + 1
+    assert all(holds for _, holds in claims), [text for text, holds in claims if not holds]
+    result = agreement.analyse(data)
+    for arm in ("baseline", "ngram"):
+        assert result["texts"][f"{arm}/kbgen"] == [54, 54]  # the same text, every request
+        cost = result["server"][f"{arm}/kbgen"]  # what kbgen's requests cost the server
+        assert cost["low"] < 0 < cost["high"] < 0.06
+
+
+def test_the_issues_h200_gap_is_the_servers_own_drift_between_passes() -> None:
+    """Clients taking turns pass by pass (the reference all of `vllm bench serve`): the server's
+    own TPOT moves between passes by more than the clients differ, and every client still reads
+    it to 0.2% — per-prompt intervals that ignore the passes claim a difference that is the
+    server's, not the instrument's."""
+    data = _load(BY_PASS)
+    result = agreement.analyse(data)
+    for arm, measured in data["arms"].items():
+        for client in data["clients"]:
+            f = result["reading"][f"{arm}/{client}"]
+            assert -0.002 <= f["low"] <= f["high"] <= 0.002
+        server = [p["server"]["tpot_ms"] for p in measured["passes"]]
+        assert max(server) / min(server) > 1.15  # the server itself: 15–50% apart
+    claims = dict(agreement.verdicts(data))
+    assert not all(claims.values())  # pass by pass, the same server "disagrees"
+
+
+@pytest.mark.parametrize("path", H200_RESULTS)
+def test_the_reference_files_are_read_as_the_reference_reads_them(path: Path) -> None:
+    raw = _load(path)
+    suite = (FIXTURES / "imports" / "h200-prompts.jsonl").read_text().splitlines()
+    prompts = [json.loads(line) for line in suite]
+    todo = [(p["class"], i, p["prompt"]) for i, p in enumerate(prompts)]
+    rows = agreement.vllm_rows(raw, todo)
+    assert all(r["ok"] for r in rows) and len(rows) == raw["completed"]
+    # 0.26's own latency ends at the usage chunk after the last token, a time its file does not
+    # keep (its gaps end at the last token): its mean TPOT is known to within 0.1% here
+    mean_tpot = sum(r["tpot_ms"] for r in rows) / len(rows)
+    assert mean_tpot == pytest.approx(raw["mean_tpot_ms"], rel=1e-3)
+    mean_ttft = sum(r["ttft_ms"] for r in rows) / len(rows)
+    assert mean_ttft == pytest.approx(raw["mean_ttft_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("clients", [["a", "b"], ["a", "b", "c", "d"]])
+def test_client_order_balances_every_position(clients: list[str]) -> None:
+    order = agreement.client_order(clients, 4, seed=7)
+    assert len(order) == 4 * len(clients)
+    positions = {c: [i % len(clients) for i, (_, x) in enumerate(order) if x == c] for c in clients}
+    mean = (len(clients) - 1) / 2
+    assert all(sum(p) / len(p) == mean for p in positions.values())  # ABBA: no client first
+
+
+def test_a_pass_that_lost_requests_is_paired_on_what_both_have() -> None:
+    data = _load(BY_REQUEST)
+    for p in data["arms"]["baseline"]["passes"]:
+        if p["client"] == "kbgen" and p["requests"][0]["index"] == 0:
+            p["requests"][0] |= {"ok": False, "decode_tok_s": None}
+    f = agreement.analyse(data)["figures"]["baseline/kbgen/coding/decode_tok_s"]
+    assert f["units"] == 5  # prompt 0 of coding failed in every round: left out, not zeroed
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    vllm_env.require()
+    env = {**os.environ, "KBGEN_VLLM_VENV": str(vllm_env.VENV)}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=vllm_env.REPO,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done, _load(tmp_path / "agreement.json")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("interleave", ["pass", "request"])
+def test_quick_mode_on_the_cpu_vllm(tmp_path: Path, interleave: str) -> None:
+    """The real thing, small: SmolLM2 on this CPU's vLLM, `vllm bench serve` (pass by pass) or
+    its request function (request by request) taking turns with kbgen; every request succeeds,
+    every client generates the reference's text, and the server's counters saw every token."""
+    clients = "kbgen,kbgen-final,vllm"
+    done, data = _run(tmp_path, "--interleave", interleave, "--clients", clients)
+    assert list(data["arms"]) == ["baseline"] and data["interleave"] == interleave
+    passes = data["arms"]["baseline"]["passes"]
+    assert {p["client"] for p in passes} == set(clients.split(","))
+    for p in passes:
+        assert all(r["ok"] and r["output_tokens"] == 16 for r in p["requests"])
+        assert p["server"]["generation_tokens"] == 16 * len(p["requests"])
+    texts = agreement.analyse(data)["texts"]
+    assert texts["baseline/kbgen"][0] == texts["baseline/kbgen"][1] > 0
+    assert "Agreement (kbgen)" in done.stdout
+    if interleave == "pass":  # the reference's own result files are kept
+        assert sorted(f.name for f in tmp_path.glob("vllm-*.json")) == [
+            "vllm-baseline-r0.json",
+            "vllm-baseline-r1.json",
+        ]
