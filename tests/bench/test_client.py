@@ -502,3 +502,49 @@ def test_the_output_hash_is_the_sha256_of_the_generated_text(name: str, how: str
 def test_a_cut_stream_has_no_output_hash() -> None:
     result, _ = stream_replayed(events_of("baseline-completion.sse")[:-2])  # no [DONE]
     assert not result.ok and result.output_hash is None
+
+
+# --- usage at the end of the stream only (workload.usage: final) -----------------------------
+
+FINAL = FIXTURES / "final-usage"  # real captures of vLLM streams asked for usage at the end only
+
+
+def final_replayed(name: str, api: Api) -> tuple[Sample, ReplayTransport]:
+    transport = ReplayTransport(events_of_final(name))
+
+    async def job() -> Sample:
+        async with Client("http://vllm:8000", transport=transport) as client:
+            return await client.stream(api, {"prompt": "x"}, sample(), 0, usage="final")
+
+    return asyncio.run(job()), transport
+
+
+def events_of_final(name: str) -> list[bytes]:
+    body = (FINAL / name).read_bytes()
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
+
+
+def test_final_usage_asks_for_usage_at_the_end_only() -> None:
+    _, transport = final_replayed("baseline-chat.sse", "chat")
+    [(_, _, body)] = transport.sent
+    assert body is not None and body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FINAL.glob("*.sse")))
+def test_final_usage_knows_a_chunks_tokens_only_where_the_counts_prove_it(name: str) -> None:
+    """No chunk carries a running count: the output's tokens come from the last event, and each
+    chunk holds one token only where there are as many token chunks as tokens; otherwise no
+    chunk's size is claimed, and there is no per-token ITL (TTFT, TPOT, decode rate remain)."""
+    api: Api = "chat" if "chat" in name else "completions"
+    events = [json.loads(e[6:]) for e in events_of_final(name) if e.startswith(b"data: {")]
+    assert all(e.get("usage") is None for e in events[:-1])  # the capture: usage at the end
+    result, _ = final_replayed(name, api)
+    assert result.ok, result.error
+    assert result.output_tokens == events[-1]["usage"]["completion_tokens"]
+    one_each = len(result.chunk_ns) == result.output_tokens
+    assert result.chunk_tokens == ([1] * len(result.chunk_ns) if one_each else [])
+    figures = result.metrics()
+    assert figures["tpot_ms"] > 0 and figures["decode_tok_s"] > 0
+    assert len(figures["itl_ms"]) == (len(result.chunk_ns) - 1 if one_each else 0)
+    if name.startswith("ngram"):  # speculation: several tokens a chunk, never claimed as one
+        assert not one_each and figures["itl_ms"] == []

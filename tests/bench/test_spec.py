@@ -21,6 +21,7 @@ def test_the_demo_spec_loads() -> None:
     assert isinstance(experiment.server, spec.ProcessServer)
     assert experiment.workload.classes == ["coding", "math", "explanatory"]
     assert experiment.workload.client_processes == "auto"  # one process up to 128 streams
+    assert experiment.workload.usage == "continuous"  # usage on every chunk unless asked
 
 
 @pytest.mark.parametrize(
@@ -49,6 +50,12 @@ def test_the_demo_spec_loads() -> None:
             "valid integer; or Input should be 'auto'",
         ),
         (
+            "  concurrency: 1",
+            "  usage: every-chunk\n  concurrency: 1",
+            "workload.usage",
+            "Input should be 'continuous' or 'final'",
+        ),
+        (
             "      num_speculative_tokens: 5",
             "      num_speculative_tokens: five",
             "variants.ngram.speculative_config.num_speculative_tokens",
@@ -63,6 +70,7 @@ def test_the_demo_spec_loads() -> None:
         "port",
         "client-processes-0",
         "client-processes-word",
+        "usage",
         "spec-tokens",
     ],
 )
