@@ -52,7 +52,7 @@ agreement)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
     python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt" || true
     cd "$ROOT"
-    python3 bench/perf/agreement.py "$spec" --vllm-python python3 --out "/tmp/agreement/$name" \
+    python3 bench/perf/agreement.py "$spec" --vllm-python python3 ${AGREEMENT_ARGS:-} --out "/tmp/agreement/$name" \
         > "$out/$name.log" 2>&1 || status=$?
     tar -C /tmp/agreement -czf "$out/$name.tar.gz" "$name"
     tail -60 "$out/$name.log"

@@ -62,7 +62,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -75,6 +75,7 @@ from kbgen.bench import spec as specs  # noqa: E402
 from kbgen.bench.client import Client  # noqa: E402
 from kbgen.bench.launch import launcher_for  # noqa: E402
 from kbgen.bench.samples import Sample, request_metrics  # noqa: E402
+from kbgen.errors import KbgenError  # noqa: E402
 from kbgen.record.stats import paired_effect  # noqa: E402
 
 CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")
@@ -85,13 +86,14 @@ SERVER = {  # the server's own mean per request, from its histograms' sum / coun
     "ttft_ms": "vllm:time_to_first_token_seconds",
 }
 DEFAULT_SPEC = HERE / "agreement-cpu.yaml"
-# What agreement means (verdicts): a client reads the server's own TPOT within ±0.5%, and each
-# of its per-arm figures and its reading of the effect differs from the reference's by no more
-# than ±3% (well under the 5% a record's hypothesis usually asks for) with a 95% interval that
-# holds 0. The interval itself is as wide as the server's own variation allows: on the H200,
-# clients taking turns request by request, about ±4% over 18 prompts × 3 rounds.
+# What agreement means (verdicts), an equivalence rule: a client reads the server's own TPOT
+# within ±0.5%, and the whole 95% interval of each of its per-arm figures and of its reading of
+# the effect, over the reference's, lies within ±7%. ±7% is what the H200 check resolves: with
+# the clients taking turns request by request, the server's own variation from one request to
+# the next leaves intervals about ±4% wide over 18 prompts × 3 rounds; a wider interval is no
+# evidence of agreement, a narrower tolerance would need more prompts.
 READING_TOLERANCE = 0.005
-TOLERANCE = 0.03
+TOLERANCE = 0.07
 
 
 # --- one pass of one client ------------------------------------------------------------------
@@ -400,8 +402,6 @@ async def _by_request(
 ) -> list[dict[str, Any]]:
     """Every prompt through every client in turn (the order reversed from one prompt to the
     next), each request framed by `/metrics` scrapes: the server's own figures per request."""
-    if workload.concurrency != 1:
-        raise SystemExit("--interleave request needs concurrency 1")
     first = list(args.clients)
     random.Random(workload.order_seed).shuffle(first)
     passes = []
@@ -480,14 +480,30 @@ def _client_tpot(p: dict[str, Any]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def server_effect(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
-    """The server's own mean TPOT in a client's passes over in the reference's of the same slot:
-    what the client's requests cost the server."""
-    tpot: dict[str, dict[tuple[Any, ...], float]] = {client: {}, REFERENCE: {}}
+def server_effect(
+    passes: list[dict[str, Any]], client: str, against: str = REFERENCE
+) -> dict[str, Any] | None:
+    """The server's own mean TPOT in a client's passes over in `against`'s of the same slot:
+    what the client's requests cost the server (against kbgen-final: what asking for usage on
+    every chunk costs it)."""
+    tpot: dict[str, dict[tuple[Any, ...], float]] = {client: {}, against: {}}
     for p in passes:
         if p["client"] in tpot and p["server"]["tpot_ms"]:
             tpot[p["client"]][_slot(p)] = p["server"]["tpot_ms"]
-    return _effect(tpot[REFERENCE], tpot[client])
+    return _effect(tpot[against], tpot[client])
+
+
+def per_pass(passes: list[dict[str, Any]], client: str, figure: str) -> dict[int, float]:
+    """Each round's geometric mean of one client's figure over every request of its pass: the
+    unit when clients take turns pass by pass (the server drifts between passes)."""
+    out = {}
+    for p in passes:
+        values = [
+            r[figure] for r in p["requests"] if p["client"] == client and r["ok"] and r[figure]
+        ]
+        if values:
+            out[p["round"]] = _geomean(values)
+    return out
 
 
 def reading(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
@@ -500,18 +516,40 @@ def reading(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
     return _effect(server, seen)
 
 
+def ttft_over_server(passes: list[dict[str, Any]], client: str) -> float | None:
+    """How much later than the server's own TTFT a client sees the first token, in ms: the mean
+    over its passes of its mean TTFT less the server's (network, HTTP and the client's own
+    work before its stamp and after the first chunk arrives)."""
+    gaps = []
+    for p in passes:
+        values = [r["ttft_ms"] for r in p["requests"] if r["ok"] and r["ttft_ms"]]
+        if p["client"] == client and values and p["server"]["ttft_ms"]:
+            gaps.append(math.fsum(values) / len(values) - p["server"]["ttft_ms"])
+    return math.fsum(gaps) / len(gaps) if gaps else None
+
+
 def analyse(data: dict[str, Any]) -> dict[str, Any]:
     """Every figure the module docstring names, from agreement.json's measurements."""
     ours = [c for c in data["clients"] if c != REFERENCE]
     classes = [*data["classes"], ALL]
-    out: dict[str, Any] = {"figures": {}, "server": {}, "reading": {}, "texts": {}, "effects": {}}
+    by_pass = data.get("interleave", "pass") == "pass"
+    out: dict[str, Any] = {
+        "figures": {}, "server": {}, "reading": {}, "ttft_over_server": {}, "texts": {},
+        "effects": {},
+    }  # fmt: skip
     for arm, measured in data["arms"].items():
         passes = measured["passes"]
         for client in ours:
             for cls in classes:
                 for figure in FIGURES:
-                    ref = per_prompt(passes, REFERENCE, cls, figure)
-                    mine = per_prompt(passes, client, cls, figure)
+                    if cls == ALL and by_pass:  # the pass is the unit: the server drifts
+                        ref, mine = (
+                            per_pass(passes, REFERENCE, figure),
+                            per_pass(passes, client, figure),
+                        )
+                    else:
+                        ref = per_prompt(passes, REFERENCE, cls, figure)
+                        mine = per_prompt(passes, client, cls, figure)
                     out["figures"][f"{arm}/{client}/{cls}/{figure}"] = _effect(ref, mine)
             out["server"][f"{arm}/{client}"] = server_effect(passes, client)
             reference = {
@@ -523,8 +561,13 @@ def analyse(data: dict[str, Any]) -> dict[str, Any]:
             rows = [r for p in passes if p["client"] == client for r in p["requests"] if r["ok"]]
             same = sum(1 for r in rows if r["hash"] == reference.get((r["class"], r["index"])))
             out["texts"][f"{arm}/{client}"] = [same, len(rows)]
+        if {"kbgen", "kbgen-final"} <= set(data["clients"]):  # what usage on every chunk costs
+            out["server"][f"{arm}/kbgen-vs-kbgen-final"] = server_effect(
+                passes, "kbgen", "kbgen-final"
+            )
         for client in data["clients"]:
             out["reading"][f"{arm}/{client}"] = reading(passes, client)
+            out["ttft_over_server"][f"{arm}/{client}"] = ttft_over_server(passes, client)
     baseline = data["baseline"]
     for arm in (a for a in data["arms"] if a != baseline):
         for cls in classes:
@@ -537,6 +580,9 @@ def analyse(data: dict[str, Any]) -> dict[str, Any]:
             for client in ours:  # kbgen's reading of the effect over the reference's
                 key = f"{arm}/{cls}/{client}-vs-{REFERENCE}"
                 out["effects"][key] = _effect(ratio[REFERENCE], ratio[client])
+            if {"kbgen", "kbgen-final"} <= set(ratio):  # usage on every chunk over at the end
+                key = f"{arm}/{cls}/kbgen-vs-kbgen-final"
+                out["effects"][key] = _effect(ratio["kbgen-final"], ratio["kbgen"])
     return out
 
 
@@ -550,16 +596,6 @@ def _inside(figure: dict[str, Any] | None, tolerance: float) -> bool:
     )
 
 
-def _agrees(f: dict[str, Any] | None, tolerance: float) -> bool:
-    """A difference within ±tolerance whose 95% interval holds 0."""
-    return (
-        f is not None
-        and f["low"] is not None
-        and abs(f["effect"]) <= tolerance
-        and f["low"] <= 0 <= f["high"]
-    )
-
-
 def verdicts(
     data: dict[str, Any],
     client: str = "kbgen",
@@ -567,9 +603,10 @@ def verdicts(
     tolerance: float = TOLERANCE,
 ) -> list[tuple[str, bool]]:
     """What agreement means, claim by claim: `client` and the reference read the server's own
-    TPOT within ±`reading_tolerance` (the whole interval), and `client`'s per-arm decode rate,
-    TTFT and TPOT over every class, and its reading of each variant's effect, agree with the
-    reference's (`_agrees`)."""
+    TPOT within ±`reading_tolerance`, and `client`'s per-arm decode rate, TTFT and TPOT over
+    every class, and its reading of each variant's effect, are within ±`tolerance` of the
+    reference's — each the whole 95% interval (clients taking turns pass by pass: over passes,
+    the unit there)."""
     result = analyse(data)
     claims = []
     for arm in data["arms"]:
@@ -580,12 +617,12 @@ def verdicts(
         for figure in FIGURES:
             f = result["figures"][f"{arm}/{client}/{ALL}/{figure}"]
             claims.append(
-                (f"{arm}: {client}/{REFERENCE} {figure}: {_pct(f)}", _agrees(f, tolerance))
+                (f"{arm}: {client}/{REFERENCE} {figure}: {_pct(f)}", _inside(f, tolerance))
             )
     for arm in (a for a in data["arms"] if a != data["baseline"]):
         f = result["effects"][f"{arm}/{ALL}/{client}-vs-{REFERENCE}"]
         text = f"{arm}'s effect, {client}'s reading over {REFERENCE}'s: {_pct(f)}"
-        claims.append((text, _agrees(f, tolerance)))
+        claims.append((text, _inside(f, tolerance)))
     return claims
 
 
@@ -619,7 +656,8 @@ def report(data: dict[str, Any], client: str = "kbgen") -> bool:
                 print(f"{arm:<10}{cls:<13}{figure:<14}" + "".join(f"{x:>30}" for x in cells))
     print(
         "\nThe server's own TPOT (its histogram, between scrapes) under each client over under "
-        "the reference,\nand each client's TPOT over the server's for the same requests"
+        "the reference;\neach client's TPOT over the server's for the same requests, and how "
+        "much later than the server's own TTFT it saw the first token"
     )
     for arm in data["arms"]:
         for c in data["clients"]:
@@ -627,7 +665,16 @@ def report(data: dict[str, Any], client: str = "kbgen") -> bool:
             same = result["texts"].get(f"{arm}/{c}")
             text = f"   same text as the reference {same[0]}/{same[1]}" if same else ""
             seen = _pct(result["reading"][f"{arm}/{c}"])
-            print(f"  {arm:<10}{c:<15}server {cost:<26} reading {seen}{text}")
+            late = result["ttft_over_server"][f"{arm}/{c}"]
+            late_text = f"   TTFT {late:+.2f} ms over the server's" if late is not None else ""
+            print(f"  {arm:<10}{c:<15}server {cost:<26} reading {seen}{late_text}{text}")
+    for arm in data["arms"]:
+        cost = result["server"].get(f"{arm}/kbgen-vs-kbgen-final")
+        if cost is not None:
+            print(
+                f"  {arm:<10}usage on every chunk over at the end only (kbgen over kbgen-final): "
+                f"server TPOT {_pct(cost)}"
+            )
     if len(data["arms"]) > 1:
         print("\nEach variant's effect on decode rate, as each client reads it")
         for key, f in result["effects"].items():
@@ -635,7 +682,7 @@ def report(data: dict[str, Any], client: str = "kbgen") -> bool:
     claims = verdicts(data, client)
     print(
         f"\nAgreement ({client}): readings within ±{READING_TOLERANCE:.1%}; per-arm figures "
-        f"and effects within ±{TOLERANCE:.0%} of the reference's, their intervals holding 0"
+        f"and effects within ±{TOLERANCE:.0%} of the reference's (whole 95% intervals)"
     )
     for text, holds in claims:
         print(f"  {'yes' if holds else 'NO '}  {text}")
@@ -645,21 +692,26 @@ def report(data: dict[str, Any], client: str = "kbgen") -> bool:
 # --- main ------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def _options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("spec", nargs="?", type=Path, default=DEFAULT_SPEC)
-    parser.add_argument("--rounds", type=int, default=None, help="default: the spec's rounds")
-    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--rounds", type=int, default=None, help="default: the spec's, at least 2")
+    parser.add_argument("--clients", default=",".join(CLIENTS), help=f"of {', '.join(CLIENTS)}")
     parser.add_argument("--arms", default=None, help="the spec's arms to run (default: all)")
+    parser.add_argument(
+        "--port", type=int, default=None, help="the server's port (default: the spec's)"
+    )
     parser.add_argument("--vllm-python", type=Path, default=None)
     parser.add_argument("--tokenizer", default=None)
-    parser.add_argument("--out", type=Path, default=None, help="folder for agreement.json")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for agreement.json (default: the log folder)"
+    )
     parser.add_argument(
         "--interleave",
         choices=["pass", "request"],
-        default="pass",
+        default=None,
         help="take turns pass by pass (the reference is all of `vllm bench serve`), or request "
-        "by request (the reference is its request function; concurrency 1)",
+        "by request (its request function; concurrency 1). Default: request at concurrency 1",
     )
     parser.add_argument("--report", type=Path, help="print the figures of an agreement.json")
     parser.add_argument(
@@ -668,29 +720,70 @@ def main() -> None:
     parser.add_argument(
         "--check", action="store_true", help="exit 1 when a claim of agreement does not hold"
     )
-    args = parser.parse_args()
-    if args.report:
-        agree = report(json.loads(args.report.read_text()))
-        sys.exit(1 if args.check and not agree else 0)
+    return parser.parse_args()
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"agreement.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _spec(args: argparse.Namespace) -> specs.ExperimentSpec:
+    """The spec as this run needs it, every mistake one line before anything starts."""
+    try:
+        spec = specs.load(args.spec)
+    except KbgenError as exc:
+        _fail(str(exc).splitlines()[0])
     args.clients = args.clients.split(",")
-    spec = specs.load(args.spec)
+    unknown = [c for c in args.clients if c not in CLIENTS]
+    if unknown or REFERENCE not in args.clients or len(set(args.clients)) < 2:
+        _fail(f"--clients: {','.join(args.clients)}: two or more of {', '.join(CLIENTS)}, "
+              f"{REFERENCE} among them")  # fmt: skip
     if args.quick:
         quick = {"per_class": 2, "max_tokens": 16}
         spec = spec.model_copy(update={"workload": spec.workload.model_copy(update=quick)})
         args.arms = args.arms or spec.baseline
+    if args.port is not None:
+        spec = spec.model_copy(
+            update={"server": spec.server.model_copy(update={"port": args.port})}
+        )
+    wanted = args.arms.split(",") if args.arms else list(spec.variants)
+    if missing := [a for a in wanted if a not in spec.variants]:
+        _fail(f"--arms: {','.join(missing)}: not a variant of {args.spec}")
+    args.arms = [a for a in [spec.baseline, *spec.variants] if a in wanted]
+    args.arms = list(dict.fromkeys(args.arms))
+    concurrency = spec.workload.concurrency
+    args.interleave = args.interleave or ("request" if concurrency == 1 else "pass")
+    if args.interleave == "request" and concurrency != 1:
+        _fail(f"--interleave request needs concurrency 1 (the spec's is {concurrency})")
     args.rounds = args.rounds or max(spec.workload.rounds, 2)
-    suite = prompts.load(
-        Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
-    )
+    return spec
+
+
+def main() -> None:
+    args = _options()
+    if args.report:
+        try:
+            data = json.loads(args.report.read_text())
+        except (OSError, ValueError) as exc:
+            _fail(f"{args.report}: {exc}")
+        agree = report(data)
+        sys.exit(1 if args.check and not agree else 0)
+    spec = _spec(args)
+    try:
+        suite = prompts.load(
+            Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
+        )
+    except KbgenError as exc:
+        _fail(str(exc).splitlines()[0])
     todo = [(cls, i, text) for cls in spec.workload.classes for i, text in enumerate(suite[cls])]
     tmp = Path(tempfile.mkdtemp(prefix="kbgen-agreement-"))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-    vb = None
-    if REFERENCE in args.clients:
-        venv = Path(os.environ.get("KBGEN_VLLM_VENV", REPO / ".vllm" / "venv"))
-        vb = VllmBench(args.vllm_python or venv / "bin" / "python", tmp / "vllm_bench.log")
-    print(f"{len(todo)} prompts, {args.rounds} rounds, clients {args.clients}; logs in {tmp}")
+    args.out = args.out or tmp
+    args.out.mkdir(parents=True, exist_ok=True)
+    venv = Path(os.environ.get("KBGEN_VLLM_VENV", REPO / ".vllm" / "venv"))
+    vb = VllmBench(args.vllm_python or venv / "bin" / "python", tmp / "vllm_bench.log")
+    print(f"{len(todo)} prompts, {args.rounds} rounds, clients {args.clients} taking turns by "
+          f"{args.interleave}; logs in {tmp}, results in {args.out}")  # fmt: skip
     data: dict[str, Any] = {
         "spec": spec.id,
         "baseline": spec.baseline,
@@ -704,15 +797,17 @@ def main() -> None:
         "arms": {},
     }
     try:
-        arms = [spec.baseline, *(a for a in spec.variants if a != spec.baseline)]
-        for arm in (a for a in arms if not args.arms or a in args.arms.split(",")):
+        for arm in args.arms:
             data["arms"][arm] = asyncio.run(run_arm(spec, arm, todo, args, vb, tmp))
             data["engine_version"] = data["arms"][arm]["engine_version"]
-            if args.out:  # kept as it goes: a later arm's failure loses nothing measured
-                (args.out / "agreement.json").write_text(json.dumps(data, indent=1))
+            # kept as it goes (a later arm's failure loses nothing measured), never half-written
+            done = args.out / "agreement.json.partial"
+            done.write_text(json.dumps(data, indent=1))
+            done.replace(args.out / "agreement.json")
+    except KbgenError as exc:
+        _fail(f"{str(exc).splitlines()[0]} (measured so far: {args.out / 'agreement.json'})")
     finally:
-        if vb is not None:
-            vb.stop()
+        vb.stop()
     agree = report(data)
     sys.exit(1 if args.check and not agree else 0)
 

@@ -234,3 +234,19 @@ def test_the_steady_state_survives_the_samples_file(tmp_path: Path) -> None:
         "variants": ["v"],
         "classes": ["all"],
     }
+
+
+def test_a_class_with_a_chunk_of_unknown_size_has_no_per_token_itl_or_steady_state() -> None:
+    """Usage at the end of the stream only: a request whose chunks did not prove one token
+    each has no chunk counts. A per-token ITL of the others alone would be a biased subset and
+    the steady state's token count short: neither is given; per-request figures and chunk gaps
+    stay."""
+    streams, per_stream = 4, 3
+    samples = _closed_loop(streams, ["all"] * streams * per_stream, [k * 25 * MS for k in range(4)])
+    known = _measured(samples, streams)["all"]
+    assert {"itl_ms", "steady_output_tok_s"} <= set(known)
+    samples[5].chunk_tokens = []
+    found = _measured(samples, streams)["all"]
+    assert "itl_ms" not in found and "steady_output_tok_s" not in found
+    for metric in ("chunk_gap_ms", "tpot_ms", "decode_tok_s", "ttft_ms", "output_tok_s"):
+        assert found[metric] == known[metric]

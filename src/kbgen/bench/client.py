@@ -472,6 +472,8 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
     if not counted:  # usage at the end only: one token per chunk where the counts prove it
         proven = usage_seen and seen_tokens == len(stamps)
         counts[:] = [1] * len(stamps) if proven else []
+    elif usage_seen and sum(counts) != seen_tokens:  # a server that counted only some chunks
+        counts.clear()
     if not done:
         cut = f" (cut mid-event: {parser.pending[:60]!r})" if parser.pending else ""
         sample.error = f"stream ended without [DONE] after {len(sample.chunk_ns)} token chunks{cut}"

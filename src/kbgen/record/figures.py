@@ -67,12 +67,21 @@ def measurements(evidence: Evidence) -> Measurements:
             values[(variant, cls, "output_tok_s")].append(throughput)
         if (throughput := steady_throughput(group, steady)) is not None:
             values[(variant, cls, "steady_output_tok_s")].append(throughput)
+    # a per-token ITL of only the requests whose chunks proved one token each (usage at the end
+    # of the stream) would be a biased subset: all of a variant's class, or none of it
+    unsized = {
+        (s.variant, s.prompt_class)
+        for s in final
+        if s.ok and s.chunks_complete and s.chunk_ns and not s.chunk_tokens
+    }
     for sample in final:
         m = sample.metrics()
         for metric in PER_REQUEST:
             if metric in m:
                 values[(sample.variant, sample.prompt_class, metric)].append(m[metric])
         for metric in PER_TOKEN:
+            if metric == "itl_ms" and (sample.variant, sample.prompt_class) in unsized:
+                continue
             values[(sample.variant, sample.prompt_class, metric)].extend(m.get(metric, []))
     out: Measurements = {}
     for variant in evidence.variants:
@@ -147,7 +156,9 @@ def steady_throughput(samples: list[Sample], steady: dict[Window, tuple[int, int
     states (`steady_states`): the tokens that arrived in one (after its start, up to its end;
     each chunk's count) over the time in it during which at least one of these requests was in
     flight — `window_throughput`, less the ramps. None where no window of theirs has a steady
-    state, or none of their tokens arrived in it."""
+    state, none of their tokens arrived in it, or a chunk's count is unknown."""
+    if any(s.ok and s.chunk_ns and not s.chunk_tokens for s in samples):
+        return None  # a chunk's tokens unknown (usage at the end only): the count would be short
     spans: dict[Window, list[tuple[int, int]]] = defaultdict(list)
     tokens = 0
     for s in samples:
