@@ -16,7 +16,13 @@ next round in the reverse of the one before (ABBA …), so a drift of the server
   the end): what is left between it and the reference is the clients' own timing;
 - `vllm`: `vllm bench serve --dataset-name custom` on the same prompts in the same order
   (`--disable-shuffle --skip-chat-template`, no warm-up, no initial test request), in one
-  resident process of vLLM's (`vllm_bench_driver.py`).
+  resident process of vLLM's (`vllm_bench_driver.py`);
+- `guidellm` (pass by pass only, and only with `--guidellm-python`): `guidellm run` once a pass
+  (GuideLLM 0.8, its own venv) on the same prompts in the same order (a `json_file` dataset,
+  `shuffle: false`, `max_requests` = the prompts, no warm-up), the synchronous profile at
+  concurrency 1, the concurrent one with that many streams otherwise; its JSON report's
+  per-request start, first-token and last-token times read in kbgen's names (decode rate
+  (N − 1) / (last token − first token)). Like the kbgen clients, it is compared with `vllm`.
 
 Every pass sends every prompt of the spec's classes once, at the spec's concurrency, and is
 framed by two `/metrics` scrapes, so the server's own view of that pass is known: its mean TPOT
@@ -39,12 +45,16 @@ From the repository root, with kbgen's venv (and vLLM's for the reference):
 
     .venv/bin/python bench/perf/agreement.py SPEC [--rounds 4] [--clients kbgen,kbgen-final,vllm]
         [--interleave pass|request] [--arms A,B] [--vllm-python PATH] [--tokenizer DIR]
-        [--out DIR]
+        [--guidellm-python PATH] [--out DIR]
     .venv/bin/python bench/perf/agreement.py --report DIR/agreement.json   # the figures again
 
 `--vllm-python` defaults to `$KBGEN_VLLM_VENV/bin/python` (`.vllm/venv`); `--tokenizer` to the
-spec's model folder. `--out` keeps `agreement.json` (every request's figures, every pass's
-server figures, the analysis) and the reference's own result files. With no spec given it runs
+spec's model folder. `--guidellm-python` (default `$KBGEN_GUIDELLM_VENV/bin/python` where that
+is set; else GuideLLM is not run) is a Python with GuideLLM installed, e.g. a venv of its own
+(`python3.11 -m venv .tools/guidellm-venv && .tools/guidellm-venv/bin/pip install
+guidellm==0.8.1`); it runs with `HF_HUB_OFFLINE=1`, its tokenizer the same folder. `--out`
+keeps `agreement.json` (every request's figures, every pass's server figures, the analysis) and
+the reference's (and GuideLLM's) own result files. With no spec given it runs
 `bench/perf/agreement-cpu.yaml`: the tiny model on this CPU's vLLM, two rounds (the quick mode
 that `make test` runs). Only the spec's server (127.0.0.1) is contacted.
 """
@@ -58,6 +68,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +89,11 @@ from kbgen.bench.samples import Sample, request_metrics  # noqa: E402
 from kbgen.errors import KbgenError  # noqa: E402
 from kbgen.record.stats import paired_effect  # noqa: E402
 
-CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")
+CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")  # the default set
+GUIDELLM = "guidellm"  # only with --guidellm-python, pass by pass
+KNOWN = (*CLIENTS, GUIDELLM)
 REFERENCE = "vllm"
+GUIDELLM_TIMEOUT_S = 1800  # one pass of `guidellm run`
 FIGURES = ("decode_tok_s", "ttft_ms", "tpot_ms")
 SERVER = {  # the server's own mean per request, from its histograms' sum / count
     "tpot_ms": "vllm:request_time_per_output_token_seconds",
@@ -277,6 +291,157 @@ def vllm_rows(result: dict[str, Any], todo: list[tuple[str, int, str]]) -> list[
     ]
 
 
+def guidellm_dataset(workload: specs.WorkloadSpec, todo: list[tuple[str, int, str]]) -> str:
+    """The prompts as GuideLLM's `json_file` data reads them (JSON lines; its column mapper
+    takes `prompt` as the text and `output_tokens_count` as the tokens to ask for, which makes it
+    send `ignore_eos` and the token cap; without `ignore_eos` the cap is the backend's
+    `max_tokens`)."""
+    extra = {"output_tokens_count": workload.max_tokens} if workload.ignore_eos else {}
+    return "".join(json.dumps({"prompt": t, **extra}) + "\n" for _, _, t in todo)
+
+
+def guidellm_scenario(
+    url: str,
+    model: str,
+    tokenizer: str,
+    workload: specs.WorkloadSpec,
+    dataset: Path,
+    n: int,
+    out: Path,
+) -> dict[str, Any]:
+    """The `guidellm run --config` scenario (GuideLLM 0.8) of one pass: every prompt once, in the
+    file's order, at the workload's concurrency, the report as JSON at `out`."""
+    chat = workload.api == "chat"
+    backend: dict[str, Any] = {
+        "kind": "openai_http",
+        "target": url,
+        "model": model,
+        "request_format": "/v1/chat/completions" if chat else "/v1/completions",
+        "stream": True,
+        "extras": {"body": {"temperature": workload.temperature}},
+    }
+    if not workload.ignore_eos:
+        backend["max_tokens"] = workload.max_tokens
+    profile: dict[str, Any] = (
+        {"kind": "synchronous"}
+        if workload.concurrency == 1
+        else {"kind": "concurrent", "streams": workload.concurrency}
+    )
+    return {
+        "spec": {
+            "backend": backend,
+            "profile": profile,
+            "constraints": [{"kind": "max_requests", "count": n}],
+            "tokenizer": {"kind": "huggingface_auto", "model": tokenizer},
+            "data": [{"kind": "json_file", "path": str(dataset)}],
+            "data_loader": {"kind": "pytorch", "shuffle": False},
+            "outputs": [{"kind": "json", "path": str(out)}],
+        }
+    }
+
+
+def _guidellm_prompt(request: dict[str, Any]) -> str | None:
+    """The prompt text a GuideLLM request sent (its `request_args`, JSON text or an object)."""
+    args = request.get("request_args")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    body = (args or {}).get("body") or {}
+    if isinstance(body.get("prompt"), str):
+        return str(body["prompt"])
+    messages = body.get("messages") or []
+    if not messages:
+        return None
+    content = messages[-1].get("content")
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else None
+
+
+def guidellm_row(cls: str, index: int, request: dict[str, Any], error: str) -> dict[str, Any]:
+    """One GuideLLM request's figures in kbgen's names: TTFT from its request start to its first
+    token, decode rate (N - 1) / (last token - first token), TPOT its inverse (GuideLLM's own
+    `inter_token_latency_ms`), N its output tokens (the server's usage)."""
+    info = request.get("info") or {}
+    timings = info.get("timings") or {}
+    start, first, last = (
+        timings.get(k) for k in ("request_start", "first_token_iteration", "last_token_iteration")
+    )
+    n = request.get("output_tokens") or 0
+    error = info.get("error") or error
+    ok = not error and bool(n) and None not in (start, first, last) and start < first <= last
+    decode = last - first if ok else 0.0
+    text = request.get("output")
+    return {
+        "class": cls,
+        "index": index,
+        "ok": ok,
+        "error": error or None,
+        "output_tokens": n,
+        "chunks": (timings.get("token_iterations") or 0) if ok else 0,
+        "hash": hashlib.sha256(text.encode()).hexdigest()[:16] if text else None,
+        "decode_tok_s": (n - 1) / decode if ok and n > 1 and decode > 0 else None,
+        "ttft_ms": (first - start) * 1e3 if ok else None,
+        "tpot_ms": decode / (n - 1) * 1e3 if ok and n > 1 and decode > 0 else None,
+    }
+
+
+def guidellm_rows(report: dict[str, Any], todo: list[tuple[str, int, str]]) -> list[dict[str, Any]]:
+    """The rows of one GuideLLM JSON report (its first benchmark), in the prompts' order: each
+    prompt matched to a request that sent its text (GuideLLM lists requests by status, in an
+    order that need not be the order sent); a prompt it did not send is a failed row."""
+    requests = report["benchmarks"][0]["requests"]
+    sent: dict[str | None, list[tuple[dict[str, Any], str]]] = {}
+    for status in ("successful", "errored", "incomplete"):
+        for request in (r for r in requests.get(status) or [] if isinstance(r, dict)):
+            error = "" if status == "successful" else status
+            sent.setdefault(_guidellm_prompt(request), []).append((request, error))
+    rows = []
+    for cls, index, text in todo:
+        if sent.get(text):
+            rows.append(guidellm_row(cls, index, *sent[text].pop(0)))
+        else:
+            rows.append(guidellm_row(cls, index, {}, "not in GuideLLM's report"))
+    return rows
+
+
+def guidellm_pass(python: Path, scenario: dict[str, Any], path: Path, log: Path) -> dict[str, Any]:
+    """One `guidellm run --config` in its own Python (offline: only the spec's server), its
+    report read back."""
+    path.with_suffix(".scenario.json").write_text(json.dumps(scenario, indent=1))
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+    argv = [
+        str(python),
+        "-m",
+        "guidellm",
+        "run",
+        "--config",
+        str(path.with_suffix(".scenario.json")),
+    ]
+    with log.open("ab") as out:
+        done = subprocess.run(
+            [*argv, "--disable-console"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=GUIDELLM_TIMEOUT_S,
+            check=False,
+        )
+    if done.returncode or not path.exists():
+        raise SystemExit(f"guidellm run failed (exit {done.returncode}); see {log}")
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
 async def vllm_request(
     vb: VllmBench, url: str, model: str, workload: specs.WorkloadSpec, prompt: tuple[str, int, str]
 ) -> dict[str, Any]:
@@ -333,6 +498,7 @@ async def run_arm(
     print(f"{arm}: server up in {time.perf_counter() - started:.0f} s ({log})", flush=True)
     workload = spec.workload
     passes = []
+    guidellm_version = None
     try:
         async with Client(launched.url) as client:
             model = (await client.served_model()).id
@@ -344,6 +510,11 @@ async def run_arm(
             dataset.write_text(
                 "".join(json.dumps({"class": c, "prompt": t}) + "\n" for c, _, t in todo)
             )
+            guidellm_data = dataset.with_name("guidellm-prompts.jsonl")
+            guidellm_data.write_text(guidellm_dataset(workload, todo))
+            tokenizer = str(args.tokenizer or spec.server.model)  # type: ignore[union-attr]
+            if Path(tokenizer).exists():  # GuideLLM runs elsewhere: the folder, absolute
+                tokenizer = str(Path(tokenizer).resolve())
             if args.interleave == "request":
                 passes = await _by_request(client, launched.url, model, workload, todo, args, vb)
             for round_, name in (
@@ -356,15 +527,27 @@ async def run_arm(
                 if name == REFERENCE:
                     assert vb is not None
                     out = tmp / f"vllm-{arm}-r{round_}.json"
-                    tokenizer = args.tokenizer or spec.server.model  # type: ignore[union-attr]
                     argv = vllm_argv(
-                        launched.url, model, str(tokenizer), workload, dataset, len(todo), out
+                        launched.url, model, tokenizer, workload, dataset, len(todo), out
                     )
                     await asyncio.to_thread(vb.bench, argv)
                     result = json.loads(out.read_text())
                     if args.out:
                         (args.out / out.name).write_text(json.dumps(result))
                     rows = vllm_rows(result, todo)
+                elif name == GUIDELLM:
+                    out = tmp / f"guidellm-{arm}-r{round_}.json"
+                    scenario = guidellm_scenario(
+                        launched.url, model, tokenizer, workload, guidellm_data, len(todo), out
+                    )
+                    log = tmp / "guidellm.log"
+                    result = await asyncio.to_thread(
+                        guidellm_pass, args.guidellm_python, scenario, out, log
+                    )
+                    guidellm_version = (result.get("metadata") or {}).get("guidellm_version")
+                    if args.out:
+                        (args.out / out.name).write_text(json.dumps(result))
+                    rows = guidellm_rows(result, todo)
                 else:
                     rows = await kbgen_pass(client, workload, model, todo, name)
                 wall = time.perf_counter() - t0
@@ -388,7 +571,8 @@ async def run_arm(
                 )
     finally:
         await launcher.stop()
-    return {"engine_version": version, "model": model, "passes": passes}
+    measured = {"engine_version": version, "model": model, "passes": passes}
+    return measured | ({"guidellm_version": guidellm_version} if guidellm_version else {})
 
 
 async def _by_request(
@@ -611,16 +795,16 @@ def verdicts(
     claims = []
     for arm in data["arms"]:
         for who in (client, REFERENCE):
-            f = result["reading"][f"{arm}/{who}"]
+            f = result["reading"].get(f"{arm}/{who}")
             text = f"{arm}: {who} reads the server's own TPOT: {_pct(f)}"
             claims.append((text, _inside(f, reading_tolerance)))
         for figure in FIGURES:
-            f = result["figures"][f"{arm}/{client}/{ALL}/{figure}"]
+            f = result["figures"].get(f"{arm}/{client}/{ALL}/{figure}")
             claims.append(
                 (f"{arm}: {client}/{REFERENCE} {figure}: {_pct(f)}", _inside(f, tolerance))
             )
     for arm in (a for a in data["arms"] if a != data["baseline"]):
-        f = result["effects"][f"{arm}/{ALL}/{client}-vs-{REFERENCE}"]
+        f = result["effects"].get(f"{arm}/{ALL}/{client}-vs-{REFERENCE}")
         text = f"{arm}'s effect, {client}'s reading over {REFERENCE}'s: {_pct(f)}"
         claims.append((text, _inside(f, tolerance)))
     return claims
@@ -634,13 +818,17 @@ def _pct(f: dict[str, Any] | None) -> str:
     return f"{f['effect']:+.1%} [{f['low']:+.1%}, {f['high']:+.1%}]"
 
 
-def report(data: dict[str, Any], client: str = "kbgen") -> bool:
-    """Print the figures; True when every claim of `verdicts` holds."""
+def report(data: dict[str, Any], client: str | None = None) -> bool:
+    """Print the figures; True when every claim of `verdicts` holds for `client` (default
+    kbgen, else the first client that is not the reference)."""
     result = analyse(data)
     ours = [c for c in data["clients"] if c != REFERENCE]
+    client = client or ("kbgen" if "kbgen" in ours else (ours or [REFERENCE])[0])
+    versions = {m["guidellm_version"] for m in data["arms"].values() if m.get("guidellm_version")}
+    guidellm = f" · GuideLLM {', '.join(sorted(versions))}" if versions else ""
     print(
-        f"\n{data['spec']}: vLLM {data.get('engine_version')} · {data['rounds']} rounds · "
-        f"concurrency {data['concurrency']} · clients taking turns by "
+        f"\n{data['spec']}: vLLM {data.get('engine_version')}{guidellm} · {data['rounds']} "
+        f"rounds · concurrency {data['concurrency']} · clients taking turns by "
         f"{data.get('interleave', 'pass')}: {', '.join(data['clients'])}"
     )
     print(
@@ -704,6 +892,13 @@ def _options() -> argparse.Namespace:
     parser.add_argument("--vllm-python", type=Path, default=None)
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument(
+        "--guidellm-python",
+        type=Path,
+        default=None,
+        help="a Python with GuideLLM 0.8 installed (default: $KBGEN_GUIDELLM_VENV/bin/python); "
+        "only then may --clients include guidellm",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="folder for agreement.json (default: the log folder)"
     )
     parser.add_argument(
@@ -735,10 +930,14 @@ def _spec(args: argparse.Namespace) -> specs.ExperimentSpec:
     except KbgenError as exc:
         _fail(str(exc).splitlines()[0])
     args.clients = args.clients.split(",")
-    unknown = [c for c in args.clients if c not in CLIENTS]
-    if unknown or REFERENCE not in args.clients or len(set(args.clients)) < 2:
-        _fail(f"--clients: {','.join(args.clients)}: two or more of {', '.join(CLIENTS)}, "
+    unknown = [c for c in args.clients if c not in KNOWN]
+    if unknown or REFERENCE not in args.clients or len(set(args.clients)) != len(args.clients):
+        _fail(f"--clients: {','.join(args.clients)}: each of {', '.join(KNOWN)} at most once, "
               f"{REFERENCE} among them")  # fmt: skip
+    if args.guidellm_python is None and os.environ.get("KBGEN_GUIDELLM_VENV"):
+        args.guidellm_python = Path(os.environ["KBGEN_GUIDELLM_VENV"]) / "bin" / "python"
+    if GUIDELLM in args.clients and args.guidellm_python is None:
+        _fail("--clients guidellm needs --guidellm-python PATH (or KBGEN_GUIDELLM_VENV)")
     if args.quick:
         quick = {"per_class": 2, "max_tokens": 16}
         spec = spec.model_copy(update={"workload": spec.workload.model_copy(update=quick)})
@@ -753,7 +952,10 @@ def _spec(args: argparse.Namespace) -> specs.ExperimentSpec:
     args.arms = [a for a in [spec.baseline, *spec.variants] if a in wanted]
     args.arms = list(dict.fromkeys(args.arms))
     concurrency = spec.workload.concurrency
-    args.interleave = args.interleave or ("request" if concurrency == 1 else "pass")
+    by_request = concurrency == 1 and GUIDELLM not in args.clients
+    args.interleave = args.interleave or ("request" if by_request else "pass")
+    if GUIDELLM in args.clients and args.interleave == "request":
+        _fail("guidellm takes turns pass by pass only (--interleave pass)")
     if args.interleave == "request" and concurrency != 1:
         _fail(f"--interleave request needs concurrency 1 (the spec's is {concurrency})")
     args.rounds = args.rounds or max(spec.workload.rounds, 2)

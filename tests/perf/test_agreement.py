@@ -6,6 +6,7 @@ the check cannot rot."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from kbgen.bench import prompts
+from kbgen.bench import spec as specs
 from tests.support import vllm_env
 from tests.support.free_port import free_port
 
@@ -197,3 +200,93 @@ def test_quick_mode_on_the_cpu_vllm(tmp_path: Path, interleave: str) -> None:
             "vllm-baseline-r0.json",
             "vllm-baseline-r1.json",
         ]
+
+
+GUIDELLM_REPORT = FIXTURES / "agreement" / "cpu-guidellm-baseline-r0.json"
+
+
+def _cpu_todo() -> list[tuple[str, int, str]]:
+    """The prompts of bench/perf/agreement-cpu.yaml, in the order every client sent them."""
+    workload = specs.load(agreement.DEFAULT_SPEC).workload
+    suite = prompts.load(vllm_env.REPO / workload.prompts, workload.classes, workload.per_class)
+    return [(c, i, t) for c in workload.classes for i, t in enumerate(suite[c])]
+
+
+def test_a_guidellm_report_is_read_into_kbgens_rows() -> None:
+    """A real GuideLLM 0.8.1 report (one pass of agreement.py on the CPU vLLM, SmolLM2, 32
+    tokens): every prompt is found by its text, in the prompts' order; TPOT is GuideLLM's own
+    inter-token latency ((last token - first token) / (N - 1)), TTFT its time to first token,
+    the decode rate the inverse of TPOT, the hash that of the text it kept."""
+    report = _load(GUIDELLM_REPORT)
+    todo = _cpu_todo()
+    rows = agreement.guidellm_rows(report, todo)
+    assert [(r["class"], r["index"]) for r in rows] == [(c, i) for c, i, _ in todo]
+    assert all(r["ok"] and r["output_tokens"] == 32 for r in rows)
+    by_text = {
+        agreement._guidellm_prompt(q): q for q in report["benchmarks"][0]["requests"]["successful"]
+    }
+    for row, (_, _, text) in zip(rows, todo, strict=True):
+        request = by_text[text]
+        assert row["tpot_ms"] == pytest.approx(request["inter_token_latency_ms"], rel=1e-9)
+        assert row["ttft_ms"] == pytest.approx(request["time_to_first_token_ms"], rel=1e-9)
+        assert row["decode_tok_s"] == pytest.approx(1e3 / row["tpot_ms"], rel=1e-12)
+        assert row["hash"] == hashlib.sha256(request["output"].encode()).hexdigest()[:16]
+
+
+def test_guidellm_rows_match_prompts_by_text_not_by_position() -> None:
+    """GuideLLM lists requests by status, so its order need not be the order sent. A prompt it never
+    sent, and one whose request errored, are failed rows, never another prompt's figures."""
+    report = _load(GUIDELLM_REPORT)
+    todo = _cpu_todo()
+    requests = report["benchmarks"][0]["requests"]
+    expected = agreement.guidellm_rows(report, todo)
+    requests["successful"].reverse()
+    assert agreement.guidellm_rows(report, todo) == expected
+    gone = requests["successful"].pop()  # the first prompt's request
+    errored = requests["successful"].pop()  # the second's
+    errored["info"]["error"] = "boom"
+    requests["errored"] = [errored]
+    rows = agreement.guidellm_rows(report, todo)
+    assert agreement._guidellm_prompt(gone) == todo[0][2]
+    assert rows[0]["ok"] is False and rows[0]["error"] == "not in GuideLLM's report"
+    assert rows[1]["ok"] is False and rows[1]["error"] == "boom" and not rows[1]["decode_tok_s"]
+    assert rows[2:] == expected[2:]
+
+
+@pytest.mark.parametrize(("concurrency", "profile"), [(1, {"kind": "synchronous"}), (8, None)])
+def test_the_guidellm_scenario_is_the_specs_workload(
+    tmp_path: Path, concurrency: int, profile: dict[str, Any] | None
+) -> None:
+    workload = specs.load(agreement.DEFAULT_SPEC).workload.model_copy(
+        update={"concurrency": concurrency}
+    )
+    todo = _cpu_todo()
+    data = tmp_path / "guidellm-prompts.jsonl"
+    scenario = agreement.guidellm_scenario(
+        "http://127.0.0.1:1", "m", "/tok", workload, data, len(todo), tmp_path / "out.json"
+    )["spec"]
+    assert scenario["profile"] == (profile or {"kind": "concurrent", "streams": 8})
+    assert scenario["constraints"] == [{"kind": "max_requests", "count": len(todo)}]
+    assert scenario["data_loader"]["shuffle"] is False
+    assert scenario["backend"]["request_format"] == "/v1/chat/completions"
+    assert scenario["backend"]["extras"] == {"body": {"temperature": 0}}
+    lines = [json.loads(x) for x in agreement.guidellm_dataset(workload, todo).splitlines()]
+    assert lines == [{"prompt": t, "output_tokens_count": 32} for _, _, t in todo]
+
+
+def test_the_report_holds_for_any_set_of_clients(capsys: pytest.CaptureFixture[str]) -> None:
+    """A client that is not kbgen (GuideLLM, here the H200's refbody passes under its name) gets
+    its column over the reference; without kbgen the verdicts are the first other client's."""
+    data = _load(BY_PASS)
+    rename = {"kbgen-refbody": "guidellm"}
+    for measured in data["arms"].values():
+        measured["passes"] = [
+            p | {"client": rename.get(p["client"], p["client"])}
+            for p in measured["passes"]
+            if p["client"] in ("kbgen-refbody", "vllm")
+        ]
+    data["clients"] = ["guidellm", "vllm"]
+    agreement.report(data)
+    out = capsys.readouterr().out
+    assert "guidellm" in out.splitlines()[4] and "Agreement (guidellm)" in out
+    assert agreement.analyse(data)["figures"]["baseline/guidellm/all/decode_tok_s"] is not None
