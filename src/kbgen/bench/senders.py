@@ -22,6 +22,7 @@ import json
 import math
 import os
 import signal
+import site
 import sys
 import time
 import traceback
@@ -183,9 +184,14 @@ class Processes:
         await self.aclose()
 
     async def _start(self, number: int) -> _Worker:
-        # the child imports the kbgen this process runs, wherever it came from
+        # the child imports the kbgen this process runs, wherever it came from; an installed
+        # one's folder is site-packages, which must not go ahead of the standard library
         source = str(Path(kbgen.__file__).resolve().parents[1])
-        path = os.pathsep.join([source, *filter(None, [os.environ.get("PYTHONPATH")])])
+        installed = {
+            str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]
+        }
+        first = [] if source in installed else [source]
+        path = os.pathsep.join([*first, *filter(None, [os.environ.get("PYTHONPATH")])])
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

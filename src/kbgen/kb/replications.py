@@ -13,9 +13,10 @@ everything that could change the answer (`question_of` builds the key from it):
 - the server arguments common to both arms and the `VLLM_*` variables of their environment
   (vLLM's settings; not paths and other plumbing), and the settings (arguments and speculative
   configuration) of the baseline and of the variant judged against it — not the arms' names;
-- the workload's prompt suite, concurrency, output length, temperature, API and whether EOS
-  was ignored (not the seeds, warm-up, repeats or rounds: those are how carefully it was
-  measured, not what was asked).
+- the workload's prompt suite, concurrency, output length, temperature, API, whether EOS
+  was ignored and how token counts were asked for (`usage`: on every chunk costs the server a
+  few per cent; a measured record that does not say asked on every chunk) — not the seeds,
+  warm-up, repeats or rounds: those are how carefully it was measured, not what was asked.
 
 A record without a configuration, or with more than one variant and no verdict to say which
 is judged, answers no question here. The experiment's id (the spec's file name) is not part
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from kbgen.kb.loading import Card, ClassResult
 
 MAX_LISTED = 20  # replications listed on a record's page; the rest are counted
-RULE = 2  # of `question_of` and the cards' question fields: cached cards are keyed by it
+RULE = 3  # of `question_of` and the cards' question fields: cached cards are keyed by it
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,14 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
+def _usage(record: Record) -> str | None:
+    """How a record's client asked for token counts; kbgen's runs from before the field was
+    kept asked on every chunk."""
+    measured = record.provenance is not None and record.provenance.source == "measured"
+    usage = record.workload.usage if record.workload else None
+    return usage or ("continuous" if measured else None)
+
+
 def question_of(record: Record) -> tuple[str, str, str] | None:
     """The key, a readable label and the common settings (server arguments and `VLLM_*`
     variables, which tell apart two questions of one label) of the question `record` answers;
@@ -326,7 +335,8 @@ def question_of(record: Record) -> tuple[str, str, str] | None:
                 "api",
                 "ignore_eos",
             },
-        ),
+        )
+        | {"usage": _usage(record)},
     }
     key = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
     settings = [*config.server_args, *(f"{k}={v}" for k, v in vllm_env.items())]

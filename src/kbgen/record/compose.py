@@ -270,6 +270,8 @@ def from_imports(
             prompt_suite=_suite_name(suite.path) if suite else f"imported from {', '.join(tools)}",
             **figures.known(prompt_suite_sha256=suite.sha256 if suite else None),
             classes=classes,
+            # vllm bench serve 0.26–0.32 asks for usage at the end of each stream only
+            **({"usage": "final"} if tools == ["vllm bench serve"] else {}),
         ),
         measurements=measurements,
         spec_decode=figures.spec_decode(evidence),
