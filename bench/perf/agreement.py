@@ -81,12 +81,13 @@ sys.path[:0] = [str(REPO / "src"), str(HERE)]
 
 from client_overhead import VllmBench  # noqa: E402  (the resident `vllm bench serve`)
 
-from kbgen.bench import driver, metrics, prompts  # noqa: E402
+from kbgen.bench import driver, metrics, prompts, senders  # noqa: E402
 from kbgen.bench import spec as specs  # noqa: E402
 from kbgen.bench.client import Client  # noqa: E402
 from kbgen.bench.launch import launcher_for  # noqa: E402
 from kbgen.bench.samples import Sample, request_metrics  # noqa: E402
 from kbgen.errors import KbgenError  # noqa: E402
+from kbgen.kb.models import UsageMode  # noqa: E402
 from kbgen.record.stats import paired_effect  # noqa: E402
 
 CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")  # the default set
@@ -151,6 +152,22 @@ def reference_body(workload: specs.WorkloadSpec, model: str, prompt: str) -> dic
     return {**body, "ignore_eos": True} if workload.ignore_eos else body
 
 
+def _framed(server: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The server's figures of a pass, marked whether the scrapes framing it saw exactly its
+    successful requests finish (a race with the server's stats would mix two passes)."""
+    server["framed"] = server["requests"] == sum(1 for r in rows if r["ok"])
+    if not server["framed"]:
+        print(f"  (the scrapes saw {server['requests']:.0f} requests finish, not {len(rows)}: "
+              "the server's figures of this pass are left out)", flush=True)  # fmt: skip
+    return server
+
+
+def _server_figure(p: dict[str, Any], figure: str) -> float | None:
+    """A pass's server-side mean, where its scrapes framed exactly its requests."""
+    server = p["server"]
+    return server[figure] if server.get("framed", True) else None
+
+
 async def kbgen_pass(
     client: Client,
     workload: specs.WorkloadSpec,
@@ -158,29 +175,33 @@ async def kbgen_pass(
     todo: list[tuple[str, int, str]],
     name: str,
 ) -> list[dict[str, Any]]:
-    """Every prompt once at the workload's concurrency, as client `name` sends it."""
-    usage = "continuous" if name == "kbgen" else "final"
+    """Every prompt once at the workload's concurrency, as client `name` sends it (through the
+    sender `kbgen bench` uses in one process)."""
+    usage: UsageMode = "continuous" if name == "kbgen" else "final"
     body_of = reference_body if name == "kbgen-refbody" else driver.payload
-    queue = list(reversed(todo))
-    done: list[tuple[str, int, Sample]] = []
-
-    async def worker() -> None:
-        while queue:
-            cls, index, text = queue.pop()
-            now = time.perf_counter_ns()
-            sample = Sample(
+    jobs = [
+        senders.Job(
+            workload.api,
+            body_of(workload, model, text),
+            Sample(
                 variant="-",
                 prompt_class=cls,
                 prompt_index=index,
                 repeat=0,
-                scheduled_ns=now,
-                sent_ns=now,
-            )
-            body = body_of(workload, model, text)
-            await client.stream(workload.api, body, sample, now, usage=usage)  # type: ignore[arg-type]
-            done.append((cls, index, sample))
+                scheduled_ns=0,
+                sent_ns=0,
+            ),
+            usage,
+        )
+        for cls, index, text in todo
+    ]
+    done: list[tuple[str, int, Sample]] = []
 
-    await asyncio.gather(*(worker() for _ in range(workload.concurrency)))
+    async def keep(sample: Sample) -> bool:
+        done.append((sample.prompt_class, sample.prompt_index, sample))
+        return True
+
+    await senders.InProcess(client).send(jobs, workload.concurrency, keep)
     rows = []
     for cls, index, sample in sorted(done, key=lambda d: (d[0], d[1])):
         figures = request_metrics(sample)
@@ -551,7 +572,7 @@ async def run_arm(
                 else:
                     rows = await kbgen_pass(client, workload, model, todo, name)
                 wall = time.perf_counter() - t0
-                server = _server_means(before, await client.metrics_text(), model)
+                server = _framed(_server_means(before, await client.metrics_text(), model), rows)
                 passes.append(
                     {
                         "round": round_,
@@ -601,7 +622,7 @@ async def _by_request(
                 else:
                     rows = await kbgen_pass(client, workload, model, [prompt], name)
                 wall = time.perf_counter() - t0
-                server = _server_means(before, await client.metrics_text(), model)
+                server = _framed(_server_means(before, await client.metrics_text(), model), rows)
                 passes.append(
                     {
                         "round": round_,
@@ -672,8 +693,8 @@ def server_effect(
     every chunk costs it)."""
     tpot: dict[str, dict[tuple[Any, ...], float]] = {client: {}, against: {}}
     for p in passes:
-        if p["client"] in tpot and p["server"]["tpot_ms"]:
-            tpot[p["client"]][_slot(p)] = p["server"]["tpot_ms"]
+        if p["client"] in tpot and (value := _server_figure(p, "tpot_ms")):
+            tpot[p["client"]][_slot(p)] = value
     return _effect(tpot[against], tpot[client])
 
 
@@ -695,8 +716,9 @@ def reading(passes: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
     exactly the client reads what the server did (0: exactly)."""
     server, seen = {}, {}
     for p in passes:
-        if p["client"] == client and p["server"]["tpot_ms"] and (t := _client_tpot(p)):
-            server[_slot(p)], seen[_slot(p)] = p["server"]["tpot_ms"], t
+        value = _server_figure(p, "tpot_ms")
+        if p["client"] == client and value and (t := _client_tpot(p)):
+            server[_slot(p)], seen[_slot(p)] = value, t
     return _effect(server, seen)
 
 
@@ -707,8 +729,9 @@ def ttft_over_server(passes: list[dict[str, Any]], client: str) -> float | None:
     gaps = []
     for p in passes:
         values = [r["ttft_ms"] for r in p["requests"] if r["ok"] and r["ttft_ms"]]
-        if p["client"] == client and values and p["server"]["ttft_ms"]:
-            gaps.append(math.fsum(values) / len(values) - p["server"]["ttft_ms"])
+        value = _server_figure(p, "ttft_ms")
+        if p["client"] == client and values and value:
+            gaps.append(math.fsum(values) / len(values) - value)
     return math.fsum(gaps) / len(gaps) if gaps else None
 
 

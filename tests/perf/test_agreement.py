@@ -290,3 +290,14 @@ def test_the_report_holds_for_any_set_of_clients(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "guidellm" in out.splitlines()[4] and "Agreement (guidellm)" in out
     assert agreement.analyse(data)["figures"]["baseline/guidellm/all/decode_tok_s"] is not None
+
+
+def test_a_pass_whose_scrapes_saw_other_requests_finish_is_left_out_of_the_server_figures() -> None:
+    data = _load(BY_REQUEST)
+    passes = data["arms"]["baseline"]["passes"]
+    before = agreement.server_effect(passes, "kbgen")["units"]
+    mine = next(p for p in passes if p["client"] == "kbgen")
+    mine["server"] = agreement._framed({**mine["server"], "requests": 2.0}, mine["requests"])
+    assert mine["server"]["framed"] is False
+    assert agreement.server_effect(passes, "kbgen")["units"] == before - 1
+    assert agreement._framed(dict(mine["server"], requests=1.0), mine["requests"])["framed"]
