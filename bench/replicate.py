@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--runs", nargs="+", type=Path, help="record these runs instead")
     args = parser.parse_args()
 
-    from kbgen.kb.loading import load_file
+    from kbgen.kb.documents import load_file
     from kbgen.kb.models import Record
 
     runs = args.runs or []

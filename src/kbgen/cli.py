@@ -186,7 +186,7 @@ def list_records(root: Path, stale: bool) -> None:
 
 def _list_stale(base: KnowledgeBase) -> None:
     from kbgen.kb import replications
-    from kbgen.kb.loading import Card
+    from kbgen.kb.cards import Card
 
     stale = replications.evidence(Card.of(r) for r in base.records.values()).stale
     for record_id, old in sorted(stale.items()):
@@ -436,7 +436,7 @@ def record(
             raise UsageError(f"{run}: no such run folder")
         path = record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
-    from kbgen.kb.loading import load_model
+    from kbgen.kb.documents import load_model
     from kbgen.kb.models import Record
 
     decided = load_model(path, Record).verdict

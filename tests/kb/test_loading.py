@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kbgen.kb import loading as kb
+from kbgen.kb import pool
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD, REPO
 from tests.support import special
@@ -385,7 +386,7 @@ def test_parallel_load_finds_what_a_serial_one_does(
     (kb_dir / "copy-3.yaml").write_text(broken)
     load = kb.load if models else kb.load_facts
     serial = load([kb_dir])
-    monkeypatch.setattr(kb, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(pool, "PARALLEL_FROM", 2)
     parallel = load([kb_dir])
     assert parallel.facts == serial.facts and len(parallel.facts) == 7
     assert parallel.records == serial.records and len(parallel.records) == (6 if models else 0)
@@ -528,8 +529,8 @@ def test_a_worker_s_watch_ends_it_once_its_parent_is_gone(pidfd: bool) -> None:
         [
             sys.executable,
             "-c",
-            f"import os; {hide}from kbgen.kb import loading; "
-            f"loading._watch({parent.pid}); print('not ended')",
+            f"import os; {hide}from kbgen.kb import pool; "
+            f"pool._watch({parent.pid}); print('not ended')",
         ],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         stdout=subprocess.PIPE,
@@ -539,5 +540,5 @@ def test_a_worker_s_watch_ends_it_once_its_parent_is_gone(pidfd: bool) -> None:
     assert watcher.poll() is None  # a living parent keeps its worker
     parent.kill()
     parent.wait()
-    assert watcher.wait(timeout=5 * kb.WATCH_INTERVAL_S + 5) == 1
+    assert watcher.wait(timeout=5 * pool.WATCH_INTERVAL_S + 5) == 1
     assert watcher.communicate()[0] == ""

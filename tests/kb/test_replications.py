@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbgen.kb import replications
-from kbgen.kb.loading import Card
+from kbgen.kb.cards import Card
 from kbgen.kb.models import Record
 from kbgen.kb.replications import MAX_LISTED, evidence
 from tests.conftest import RECORD

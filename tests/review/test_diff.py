@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kbgen.kb.loading import Card
+from kbgen.kb.cards import Card
 from kbgen.kb.models import Plan, Record
 from kbgen.review import diff
 from kbgen.review.diff import Estimate, MetricRow, Side, TaskChange, VerdictRow

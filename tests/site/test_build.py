@@ -62,16 +62,16 @@ def test_the_no_op_imports_no_yaml_pydantic_or_jinja(kb_dir: Path, tmp_path: Pat
 def test_many_records_render_in_parallel_like_one_by_one(
     kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbgen.kb import loading as kb
+    from kbgen.kb import pool
 
-    for i in range(300):  # past kb.PARALLEL_FROM: worker processes render the pages
+    for i in range(300):  # past pool.PARALLEL_FROM: worker processes render the pages
         rid = f"bulk-{i:03d}"
         (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
-    assert len(list(kb_dir.glob("*.yaml"))) > kb.PARALLEL_FROM
+    assert len(list(kb_dir.glob("*.yaml"))) > pool.PARALLEL_FROM
     docs, serial = tmp_path / "docs", tmp_path / "serial"
     build.render_site(kb_dir, docs, cache=None)
     with monkeypatch.context() as patch:
-        patch.setattr(kb, "PARALLEL_FROM", 10_000)
+        patch.setattr(pool, "PARALLEL_FROM", 10_000)
         build.render_site(kb_dir, serial, cache=None)
     assert read_pages(docs) == read_pages(serial) and len(read_pages(docs)) == 304
     assert build.render_site(kb_dir, docs, cache=None) == []  # nothing rewritten
@@ -228,7 +228,7 @@ def test_a_record_linked_from_outside_the_knowledge_base_is_not_published(
 
 
 KILLS = 20
-RECORDS = 300  # past kb.PARALLEL_FROM, so worker processes render; about 2 s a render here
+RECORDS = 300  # past pool.PARALLEL_FROM, so worker processes render; about 2 s a render here
 
 
 def _tagged(tag: str) -> set[int]:
@@ -283,9 +283,9 @@ def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
     """SIGKILL `kbgen render` KILLS times, at seeded moments, while it rewrites every page (the
     records switch between two versions): after each kill no process it started is left, and
     every page is the old version's or the new one's, whole."""
-    from kbgen.kb import loading as kb
+    from kbgen.kb import pool
 
-    assert RECORDS > kb.PARALLEL_FROM
+    assert RECORDS > pool.PARALLEL_FROM
     versions = {}
     for version in ("one", "two"):
         _write_version(kb_dir, version)

@@ -291,7 +291,7 @@ def test_markdown_inside_a_list_item_keeps_its_links_working(tmp_path: Path) -> 
 
 
 def test_headline_without_numbers_is_empty() -> None:
-    from kbgen.kb.loading import Card
+    from kbgen.kb.cards import Card
     from kbgen.kb.models import Record
 
     card = Card.of(Record.model_validate(yaml.safe_load(RECORD)))

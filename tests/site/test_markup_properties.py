@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbgen.kb.loading import Card
+from kbgen.kb.cards import Card
 from kbgen.kb.models import Plan, Record
 from kbgen.site import markup, render
 from kbgen.site.render import to_page

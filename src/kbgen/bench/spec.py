@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kbgen.errors import InvalidInput
-from kbgen.kb import loading as kb
+from kbgen.kb import documents
 from kbgen.kb.models import (
     Api,
     Hypothesis,
@@ -276,4 +276,4 @@ def check_requests(spec: ExperimentSpec, suite: dict[str, list[str]], path: Path
 
 def load(path: Path) -> ExperimentSpec:
     """A validated spec; InvalidInput with located problems otherwise."""
-    return kb.load_model(path, ExperimentSpec)
+    return documents.load_model(path, ExperimentSpec)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, UsageError
-from kbgen.kb import files, loading
+from kbgen.kb import documents, files
 from kbgen.kb.models import VARIANT_PATTERN, Record, Status
 from kbgen.kb.problems import problems_of
 from kbgen.record import compose
@@ -33,7 +33,7 @@ def record_run(
     spec = load_spec(run.spec_path)
     read = None
     if into is not None:
-        planned, read = loading.load_with_document(into, Record)
+        planned, read = documents.load_with_document(into, Record)
         if planned.status not in (Status.PLANNED, Status.RUNNING):
             raise UsageError(
                 f"{into}: is {planned.status!r}; only a planned or running record is filled in"
@@ -75,7 +75,7 @@ def record_import(
     suite = imports.classify(found, prompts) if prompts is not None else None
     read = None
     if into is not None:
-        planned, read = loading.load_with_document(into, Record)
+        planned, read = documents.load_with_document(into, Record)
         if planned.hypothesis is None:
             raise UsageError(f"{into}: has no hypothesis to decide")
         path, title, hypothesis = into, planned.title, planned.hypothesis

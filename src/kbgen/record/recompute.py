@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen.errors import InvalidInput, Problem
-from kbgen.kb import loading, store
+from kbgen.kb import documents, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
 from kbgen.record import figures, verdict
@@ -38,7 +38,7 @@ RECOMPUTED: dict[str, Any] = {
 
 def recompute(path: Path) -> list[Problem]:
     """Recompute a record's numbers from its samples file; one problem per number that differs."""
-    record = loading.load_model(path, Record)
+    record = documents.load_model(path, Record)
     tree = store.load_document(path).data
 
     def problem(loc: list[str | int], message: str) -> Problem:

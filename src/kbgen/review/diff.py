@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbgen.kb.loading import Card, KnowledgeBase, task_states
+from kbgen.kb.cards import Card, task_states
+from kbgen.kb.loading import KnowledgeBase
 from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
 from kbgen.kb.replications import evidence
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from kbgen import redact
 from kbgen.errors import Problem, UsageError
-from kbgen.kb import files, replications, store
+from kbgen.kb import cards, documents, files, replications, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
 from kbgen.kb.loading import KnowledgeBase
@@ -124,7 +124,7 @@ def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
     facts: dict[str, Any] = {"links": [[loc, target] for loc, target in _links(doc)]}
     facts["secrets"] = redact.found(doc.model_dump(mode="json", exclude_unset=True))
     if isinstance(doc, Record):
-        facts["card"] = kb.Card.of(doc).to_json()
+        facts["card"] = cards.Card.of(doc).to_json()
         facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
         facts["measured"] = doc.provenance is not None and doc.provenance.source == "measured"
     return facts
@@ -168,12 +168,12 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
 def contradictions(base: KnowledgeBase) -> list[Problem]:
     """One problem per contradiction in a knowledge base scanned with `lint_facts`, at the newer
     record's verdict for the class, naming the older record."""
-    cards = [
-        kb.Card.from_json(facts["card"]) for facts in base.products.values() if "card" in facts
+    known = [
+        cards.Card.from_json(facts["card"]) for facts in base.products.values() if "card" in facts
     ]
     paths = {doc_id: path for (kind, doc_id), path in base.paths.items() if kind == "record"}
     found = []
-    for c in replications.evidence(cards).contradictions:
+    for c in replications.evidence(known).contradictions:
         older, newer = c.older, c.newer
         at: list[str | int] = ["verdict", "per_class", c.cls] if c.cls else ["verdict"]
         where = f"class {c.cls}" if c.cls else "its verdict"
@@ -227,6 +227,6 @@ def _ids_at(root: Path, rev: str, folder: str) -> set[str]:
     found = set()
     for name in gitrepo.files_at(root, rev, folder):
         path = Path(name)
-        if path.suffix in (".yaml", ".yml") and kb.kind_of(path) is Record:
+        if path.suffix in (".yaml", ".yml") and documents.kind_of(path) is Record:
             found.add(path.stem)
     return found

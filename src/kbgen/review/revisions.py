@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from kbgen.errors import InvalidInput, Problem
-from kbgen.kb import files, store
+from kbgen.kb import documents, files, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
-from kbgen.kb.loading import Card, KnowledgeBase
+from kbgen.kb.cards import Card
+from kbgen.kb.loading import KnowledgeBase
 from kbgen.kb.models import Plan, Record
 from kbgen.review.diff import COMMENT_MARKER, Difference, Side, compare, to_json
 
@@ -131,7 +132,8 @@ class _Loaded:
 
     def with_models(self, wanted: set[str]) -> Side:
         records = {
-            i: kb.load_model(self.paths[i], Record) for i in sorted(wanted & self.paths.keys())
+            i: documents.load_model(self.paths[i], Record)
+            for i in sorted(wanted & self.paths.keys())
         }
         return Side(self.name, self.cards, records, self.plans)
 

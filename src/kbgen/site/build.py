@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 from kbgen import __version__
 from kbgen.errors import InvalidInput
-from kbgen.kb import files
+from kbgen.kb import documents, files
 from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files, read_json
 
 if TYPE_CHECKING:
-    from kbgen.kb.loading import Card, Facts, KnowledgeBase, Known
+    from kbgen.kb.cards import Card
+    from kbgen.kb.loading import Facts, KnowledgeBase, Known
     from kbgen.kb.models import Plan, Record
     from kbgen.kb.replications import Evidence, Related
 
@@ -110,9 +111,9 @@ def render_site(
     # record pages need the plans' task texts: read those few files first
     plans: list[Plan] = []
     for path in inputs:
-        if kb.kind_of(path) is Plan:
+        if documents.kind_of(path) is Plan:
             try:
-                plans.append(kb.load_model(path, Plan))
+                plans.append(documents.load_model(path, Plan))
             except InvalidInput:
                 continue  # reported by the full load below
     job = Job(docs, records, templates, render.task_texts(plans), check)
@@ -208,7 +209,7 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     never torn, so a load that fails on another file leaves only up-to-date pages behind; the
     indexes are not touched until every file is valid.
     """
-    from kbgen.kb.loading import Card
+    from kbgen.kb.cards import Card
     from kbgen.kb.models import Plan
     from kbgen.kb.replications import NOTHING
     from kbgen.site import render
@@ -285,7 +286,8 @@ def _trusted(
     remembered: files.FingerprintCache, inputs: dict[Path, Fingerprint], docs: Path
 ) -> dict[Path, Known]:
     """The files whose cached entry holds: the file, and a record's pages, unchanged since."""
-    from kbgen.kb.loading import Card, Facts, Known
+    from kbgen.kb.cards import Card
+    from kbgen.kb.loading import Facts, Known
     from kbgen.kb.models import Plan
 
     known = {}

@@ -45,7 +45,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
-from kbgen.kb.loading import Card, task_states
+from kbgen.kb.cards import Card, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, markup
