@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbgen import __version__
 from kbgen.errors import InvalidInput
-from kbgen.kb import documents, files
+from kbgen.kb import files
 from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files, read_json
 
 if TYPE_CHECKING:
@@ -103,8 +103,8 @@ def render_site(
     if last.get("key") == key and _on_disk(docs, last.get("outputs", {})):
         return []
 
+    from kbgen.kb import documents, replications
     from kbgen.kb import loading as kb
-    from kbgen.kb import replications
     from kbgen.kb.models import Plan
     from kbgen.site import render
 
