@@ -72,10 +72,28 @@ def test_forms_side_by_side_are_masked_as_each_alone(forms: list[Form]) -> None:
         *[(n, False) for n in ("--max-num-batched-tokens", "--tokenizer", "eos_token_id")],
         *[(n, False) for n in ("--long-prefill-token-threshold", "author", "pass_config")],
         *[(n, False) for n in ("TOKENIZERS_PARALLELISM", "--kv-cache-dtype", "keyfile", "")],
+        # however it is written: no separators at all
+        *[(n, True) for n in ("HFTOKEN", "GITHUBTOKEN", "--hftoken", "MYSECRETKEY", "DBPASSWORD")],
+        *[(n, False) for n in ("MAXTOKENS", "--detokenize", "NUMTOKENS", "tokenizer_mode")],
     ],
 )
 def test_secret_names(name: str, secret: bool) -> None:
     assert redact.is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["curl", "-u", "kb:hunter2", "URL"], ["curl", "-u", f"kb:{MASK}", "URL"]),
+        (["curl", "--user=kb:hunter2"], ["curl", f"--user=kb:{MASK}"]),
+        (["wget", "--proxy-user", "me:pa55", "URL"], ["wget", "--proxy-user", f"me:{MASK}", "URL"]),
+        (["curl", "-u", "justauser", "URL"], ["curl", "-u", "justauser", "URL"]),  # no password
+    ],
+)
+def test_a_user_option_keeps_the_user_and_masks_the_password(
+    argv: list[str], expected: list[str]
+) -> None:
+    assert redact.args(argv) == expected
 
 
 @pytest.mark.parametrize(
@@ -110,6 +128,16 @@ def test_secret_names(name: str, secret: bool) -> None:
             f'{{"password": "{s(7)}", "n": 1}}', f'{{"password": "{MASK}", "n": 1}}', id="json"
         ),
         pytest.param(f"serve {SK} now", f"serve {MASK} now", id="token-shape"),
+        pytest.param(
+            "curl -fsS -u kb:hunter2 http://127.0.0.1:8000/health && curl --user 'ops:pa55' x",
+            f"curl -fsS -u kb:{MASK} http://127.0.0.1:8000/health && curl --user 'ops:{MASK}' x",
+            id="curl-user-password",
+        ),
+        pytest.param(
+            "HFTOKEN=hunter2 GITHUBTOKEN=pa55word MAXTOKENS=128 ./start.sh",
+            f"HFTOKEN={MASK} GITHUBTOKEN={MASK} MAXTOKENS=128 ./start.sh",
+            id="names-without-separators",
+        ),
         pytest.param(
             "1 request(s) with 512 tokens in 3.2 s",
             "1 request(s) with 512 tokens in 3.2 s",

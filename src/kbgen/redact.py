@@ -67,6 +67,11 @@ _OPTION_VALUE = re.compile(r"\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|(?P<bare>[^\s'\"
 _LINE_VALUE = re.compile(r"(?P<bare>[^\r\n'\"]+)")  # a cookie: every `a=1; b=2` of it
 _BEARER = re.compile(r"(?<![\w-])Bearer\s+(?P<v>[^\s'\",;]+)")
 _USERINFO = re.compile(r"(?<=://)[^\s/?#@:'\"]*:(?P<pw>[^\s/?#'\"]*)@")  # up to the last @
+# `curl -u user:password`, `--user`, `--proxy-user`: the password after the first colon
+_USER_OPTIONS = frozenset({"-u", "--user", "--proxy-user"})
+_USER_OPTION = re.compile(
+    r"(?<![\w-])(?:-u|--user|--proxy-user)(?:\s+|=)['\"]?[^\s:'\"]*:(?P<pw>[^\s'\"]+)"
+)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
 _PEM = re.compile(_PEM_BEGIN.pattern + r"(?P<body>.*?)(?=-----END|\Z)", re.S)
 _TOKEN = re.compile(r"[^\s'\"`<>()\[\]{},;=@/?&#\\|]{20,}")  # a candidate for the shapes
@@ -138,10 +143,13 @@ def _words(name: str) -> list[str]:
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether a value called `name` (an option, variable, key or header) is a secret."""
+    """Whether a value called `name` (an option, variable, key or header) is a secret, however
+    it is written: `HF_TOKEN`, `hf-token`, `HfToken`, `HFTOKEN` (a last word that ends in a
+    token, never `tokens`, a count)."""
     words = _words(name)
     return bool(words) and (
         words[-1] in _LAST
+        or words[-1].endswith("token")
         or any(w in _ANYWHERE or any(part in w for part in _INSIDE) for w in words)
     )
 
@@ -164,7 +172,7 @@ def text(value: str) -> str:
     if not value:
         return value
     spans = [*_named_spans(value), *_shape_spans(value)]
-    for pattern, group in ((_BEARER, "v"), (_USERINFO, "pw"), (_PEM, "body")):
+    for pattern, group in ((_BEARER, "v"), (_USERINFO, "pw"), (_USER_OPTION, "pw"), (_PEM, "body")):
         spans += [m.span(group) for m in pattern.finditer(value) if not _kept(m.group(group))]
     if not spans:
         return value
@@ -272,16 +280,25 @@ def args(argv: list[str]) -> list[str]:
 
 def _args(argv: list[str], depth: int) -> list[str]:
     out: list[str] = []
-    value_is_secret = False
+    value_is_secret = user_follows = False
     for arg in argv:
         if value_is_secret and not arg.startswith("--"):
             out.append(_masked(arg))
             value_is_secret = False
             continue
+        if user_follows and ":" in arg:  # `-u user:password`: the user stays
+            user, _, password = arg.partition(":")
+            out.append(f"{user}:{_masked(password)}")
+            user_follows = False
+            continue
         value_is_secret = False
+        user_follows = arg in _USER_OPTIONS
         name, sep, value = arg.partition("=")
         if sep and _ASSIGNED.fullmatch(name):
-            if not is_secret_name(name):
+            if name in _USER_OPTIONS and ":" in value:  # `--user=user:password`
+                user, _, password = value.partition(":")
+                out.append(f"{name}={user}:{_masked(password)}")
+            elif not is_secret_name(name):
                 out.append(f"{name}={_value(value, depth)}")
             elif any(c.isspace() for c in value):  # `HF_TOKEN=x vllm serve …`: a shell string
                 out.append(text(arg))
