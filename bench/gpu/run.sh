@@ -20,6 +20,10 @@ export PYTHONPATH="$ROOT/src:$SITE" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFOR
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 t0=$(date +%s)
 took() { echo "run.sh: $1 in $(( $(date +%s) - t0 )) s"; }
+describe() {  # what the machine is, beside a run: PREFIX.nvidia-smi.csv, PREFIX.versions.txt
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$1.nvidia-smi.csv" || true
+    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$1.versions.txt" || true
+}
 
 case "${1:-}" in
 receive)
@@ -37,8 +41,7 @@ install)
 bench)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
     mkdir -p "$out" /tmp/runs
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
-    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt" || true
+    describe "$out/$name"
     cd "$ROOT"
     python3 -m kbgen bench "$spec" --runs /tmp/runs > /tmp/bench.out || status=$?
     run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
@@ -49,8 +52,7 @@ bench)
 agreement)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
     mkdir -p "$out" /tmp/agreement
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/$name.nvidia-smi.csv" || true
-    python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$out/$name.versions.txt" || true
+    describe "$out/$name"
     cd "$ROOT"
     python3 bench/perf/agreement.py "$spec" --vllm-python python3 ${AGREEMENT_ARGS:-} --out "/tmp/agreement/$name" \
         > "$out/$name.log" 2>&1 || status=$?

@@ -119,14 +119,7 @@ def _server_means(before: str, after: str, model: str) -> dict[str, float | None
     b, a = metrics.parse(before), metrics.parse(after)
 
     def delta(name: str) -> float:
-        def total(snapshot: metrics.Snapshot) -> float:
-            return sum(
-                value
-                for labels, value in snapshot.get(name, {}).items()
-                if dict(labels).get("model_name", model) == model
-            )
-
-        return total(a) - total(b)
+        return metrics.delta(b, a, name, model) or 0.0
 
     out: dict[str, float | None] = {}
     for figure, name in SERVER.items():

@@ -155,41 +155,49 @@ class Counters(Model):
     )
 
 
+def delta(
+    before: Snapshot, after: Snapshot, name: str, model: str | None = None, **labels: str
+) -> float | None:
+    """How much a counter (or a histogram's `_sum` or `_count`) grew between two scrapes, summed
+    over its label sets; None when the server does not export it."""
+    end = _total(after, name, model, **labels)
+    start = _total(before, name, model, **labels)
+    if end is None:
+        return None
+    value = end - (start or 0.0)
+    if not math.isfinite(value) or value < 0:  # a counter only grows
+        series = name + "".join(f" {k}={v}" for k, v in labels.items())
+        raise MetricsError(
+            f"/metrics: counter {series} went from {start} to {end} over a window "
+            "(a counter never falls and is a number: did the server restart?)"
+        )
+    return value
+
+
 def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Counters:
     """Counter deltas between two scrapes, and the speculative-decoding figures they give."""
 
-    def delta(name: str, **labels: str) -> float | None:
-        end = _total(after, name, model, **labels)
-        start = _total(before, name, model, **labels)
-        if end is None:
-            return None
-        value = end - (start or 0.0)
-        if not math.isfinite(value) or value < 0:  # a counter only grows
-            series = name + "".join(f" {k}={v}" for k, v in labels.items())
-            raise MetricsError(
-                f"/metrics: counter {series} went from {start} to {end} over a window "
-                "(a counter never falls and is a number: did the server restart?)"
-            )
-        return value
+    def delta_(name: str, **labels: str) -> float | None:
+        return delta(before, after, name, model, **labels)
 
     counters = Counters(
-        generation_tokens=delta(GENERATION),
-        prompt_tokens=delta(PROMPT),
-        preemptions=delta(PREEMPTIONS),
+        generation_tokens=delta_(GENERATION),
+        prompt_tokens=delta_(PROMPT),
+        preemptions=delta_(PREEMPTIONS),
         requests_finished={
-            reason: delta(SUCCESS, finished_reason=reason)
+            reason: delta_(SUCCESS, finished_reason=reason)
             for reason in _label_values(after, SUCCESS, "finished_reason")
         },
     )
-    drafts = delta(DRAFTS)
+    drafts = delta_(DRAFTS)
     if drafts is None:
         return counters
     counters.spec_decode = SpecDecodeCounters.of(
         drafts,
-        delta(DRAFT_TOKENS) or 0.0,
-        delta(ACCEPTED) or 0.0,
+        delta_(DRAFT_TOKENS) or 0.0,
+        delta_(ACCEPTED) or 0.0,
         [
-            delta(ACCEPTED_PER_POS, position=pos) or 0.0
+            delta_(ACCEPTED_PER_POS, position=pos) or 0.0
             for pos in _label_values(after, ACCEPTED_PER_POS, "position")
         ],
     )
