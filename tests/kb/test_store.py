@@ -10,7 +10,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +229,48 @@ def test_a_typical_record_takes_the_fast_path() -> None:
     data = store._from_events(RECORD)  # raises _NotFast when it would fall back to ruamel
     assert data == store.plain(store.parse_text(RECORD))
     assert data["created"] == dt.date(2026, 11, 1) and data["schema_version"] == 1
+
+
+EXAMPLE = sorted((Path(__file__).parents[2] / "records").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE, ids=lambda path: path.name)
+def test_every_example_file_takes_the_fast_path(path: Path) -> None:
+    """Records as kbgen writes them (lists of mappings, `per_unit` keyed by prompt index) are
+    read by the fast path, to the same data as the round-trip loader's."""
+    text = path.read_text()
+    assert store._from_events(text) == store.plain(store.parse_text(text))
+
+
+def test_integer_keys_are_text_on_both_paths_and_a_clash_falls_back(tmp_path: Path) -> None:
+    text = "per_unit:\n  0: [1.5]\n  017: [2]\nspread:\n- {low: 1, high: 2}\n"
+    assert store._from_events(text) == store.plain(store.parse_text(text))
+    assert store._from_events(text)["per_unit"] == {"0": [1.5], "17": [2]}
+    with pytest.raises(store._NotFast):
+        store._from_events("a:\n  1: x\n  '1': y\n")
+
+
+def _locations(data: Any, prefix: list[str | int]) -> Iterator[list[str | int]]:
+    yield [*prefix, "missing"]
+    items = data.items() if isinstance(data, dict) else enumerate(data)
+    for key, value in items:
+        yield [*prefix, key]
+        if isinstance(value, dict | list):
+            yield from _locations(value, [*prefix, key])
+
+
+@pytest.mark.parametrize("path", EXAMPLE, ids=lambda path: path.name)
+def test_positions_from_events_are_ruamels(path: Path) -> None:
+    """Every key, item and missing key of the example files is at the same line, and named the
+    same, in the events' positions as in ruamel's round-trip tree."""
+    fast, slow = store.positions(path), store.load_document(path).data
+    assert isinstance(fast, store._Lines)
+    for loc in _locations(slow, []):
+        assert store.line_of(fast, loc) == store.line_of(slow, loc), loc
+
+
+def test_positions_fall_back_to_ruamel_where_the_fast_path_does(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("a: &x\n  b: 1\nc: *x\n")
+    assert store.line_of(store.positions(path), ["c"]) == (3, ["c"])
+    assert not isinstance(store.positions(path), store._Lines)

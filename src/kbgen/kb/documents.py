@@ -27,7 +27,7 @@ def load_model(path: Path, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(problems_of(path, exc, store.load_document(path).data)) from exc
+        raise InvalidInput(problems_of(path, exc, store.positions(path))) from exc
 
 
 def load_with_document(path: Path, model: type[M]) -> tuple[M, store.Document]:
@@ -44,7 +44,7 @@ def load_file(path: Path) -> Record | Plan:
     """One validated record or plan; raises InvalidInput listing all its problems."""
     doc = load_model(path, kind_of(path))
     if doc.id != path.stem:
-        line, _ = store.line_of(store.load_document(path).data, ["id"])
+        line, _ = store.line_of(store.positions(path), ["id"])
         raise InvalidInput(
             [Problem(path, line, "id", f"{doc.id!r} must equal the file name ({path.stem!r})")]
         )

@@ -57,5 +57,5 @@ def problems_of(path: Path, exc: ValidationError, tree: Any = None) -> list[Prob
 
 def located(path: Path, loc: list[str | int], message: str, tree: Any = None) -> Problem:
     """A problem at the line of `loc` in `path` (parsed again for positions unless `tree`)."""
-    line, found = store.line_of(tree if tree is not None else store.load_document(path).data, loc)
+    line, found = store.line_of(tree if tree is not None else store.positions(path), loc)
     return Problem(path, line, dotted(found), message)

@@ -101,8 +101,9 @@ def _from_events(text: str) -> Any:
     """Plain data from libyaml's event stream, built without PyYAML's per-node constructor.
 
     Plain scalars resolve by the YAML 1.2 rules ruamel uses (so both loaders see the same
-    values: `yes` is a string, `017` is 17). Duplicate keys, non-string keys, anchors, aliases,
-    explicit tags, merge keys and multiple documents raise _NotFast: ruamel reads those.
+    values: `yes` is a string, `017` is 17); an integer key becomes its text, as `plain` makes
+    it. Duplicate keys, other keys that are not strings, anchors, aliases, explicit tags, merge
+    keys and multiple documents raise _NotFast: ruamel reads those.
     """
     root: list[Any] = []
     stack: list[Any] = [root]
@@ -113,7 +114,11 @@ def _from_events(text: str) -> Any:
         if type(top) is list:
             top.append(value)
         elif keys[-1] is _KEY:
-            if type(value) is not str or value in top:
+            if type(value) is int:  # `per_unit`'s prompt indexes: text, as `plain` makes them
+                value = str(value)
+            elif type(value) is not str:
+                raise _NotFast
+            if value in top:
                 raise _NotFast
             keys[-1] = value
         else:
@@ -132,7 +137,7 @@ def _from_events(text: str) -> Any:
             if event.anchor is not None or event.tag is not None:
                 raise _NotFast
             container: Any = {} if kind is pyyaml.MappingStartEvent else []
-            if keys[-1] is _KEY:
+            if type(stack[-1]) is dict and keys[-1] is _KEY:
                 raise _NotFast  # a collection as a key
             add(container)
             stack.append(container)
@@ -145,6 +150,70 @@ def _from_events(text: str) -> Any:
     if len(root) != 1:
         raise _NotFast  # empty, or several documents
     return root[0]
+
+
+class _Lines(dict[Any, tuple[int, Any]]):
+    """Where each key of one mapping starts (1-based line) and what it holds (`positions`)."""
+
+
+class _ItemLines(list[tuple[int, Any]]):
+    """Where each item of one sequence starts (1-based line) and what it holds."""
+
+
+def _lines_from_events(text: str) -> Any:
+    """The lines of every key and item, from libyaml's events: what `line_of` needs of a file
+    the fast path reads, found without ruamel's far slower parse. _NotFast where that path
+    would fall back (the same rules as `_from_events`)."""
+    root = _ItemLines()
+    stack: list[Any] = [root]
+    keys: list[Any] = [None]
+
+    def add(line: int, value: Any) -> None:
+        top = stack[-1]
+        if type(top) is _ItemLines:
+            top.append((line, value))
+        elif keys[-1] is _KEY:
+            keys[-1] = (line, value)
+        else:
+            key_line, key = keys[-1]
+            top[key] = (key_line, value)
+            keys[-1] = _KEY
+
+    event: Any
+    for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader):
+        kind, line = type(event), event.start_mark.line + 1
+        if kind is pyyaml.ScalarEvent:
+            if event.anchor is not None or event.tag not in (None, "!"):
+                raise _NotFast
+            plain_style = not event.style and event.implicit[0]
+            add(line, _plain_scalar(event.value) if plain_style else event.value)
+        elif kind is pyyaml.MappingStartEvent or kind is pyyaml.SequenceStartEvent:
+            if type(stack[-1]) is _Lines and keys[-1] is _KEY:
+                raise _NotFast
+            container: Any = _Lines() if kind is pyyaml.MappingStartEvent else _ItemLines()
+            add(line, container)
+            stack.append(container)
+            keys.append(_KEY)
+        elif kind is pyyaml.MappingEndEvent or kind is pyyaml.SequenceEndEvent:
+            stack.pop()
+            keys.pop()
+        elif kind is pyyaml.AliasEvent:
+            raise _NotFast
+    if len(root) != 1:
+        raise _NotFast
+    return root[0][1]
+
+
+def positions(path: Path) -> Any:
+    """A tree of the file that `line_of` finds lines in: from libyaml's events where the fast
+    path reads the file (a thousand broken files are located in seconds), else ruamel's."""
+    text, _ = read_text(path)
+    if not _suspicious(text):
+        try:
+            return _lines_from_events(text)
+        except (pyyaml.YAMLError, ValueError, _NotFast):
+            pass
+    return _parse(_round_trip_yaml(), path, text)
 
 
 def _round_trip_yaml() -> YAML:
@@ -305,9 +374,14 @@ def line_of(tree: Any, loc: Iterable[str | int]) -> tuple[int, list[str | int]]:
             line = node.lc.item(part)[0] + 1
             node = node[part]
             found.append(part)
+        elif (type(node) is _Lines and not isinstance(part, int) and part in node) or (
+            type(node) is _ItemLines and isinstance(part, int) and 0 <= part < len(node)
+        ):
+            line, node = node[part]
+            found.append(part)
         elif (
             i == len(parts) - 1
-            and isinstance(node, CommentedMap)
+            and isinstance(node, CommentedMap | _Lines)
             and isinstance(part, str)
             and part != "[key]"  # pydantic's marker for an invalid key: the key is found already
         ):
