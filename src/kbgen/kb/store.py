@@ -155,9 +155,15 @@ def _from_events(text: str) -> Any:
 class _Lines(dict[Any, tuple[int, Any]]):
     """Where each key of one mapping starts (1-based line) and what it holds (`positions`)."""
 
+    def at(self, part: str | int) -> tuple[int, Any] | None:
+        return None if isinstance(part, int) else self.get(part)
+
 
 class _ItemLines(list[tuple[int, Any]]):
     """Where each item of one sequence starts (1-based line) and what it holds."""
+
+    def at(self, part: str | int) -> tuple[int, Any] | None:
+        return self[part] if isinstance(part, int) and 0 <= part < len(self) else None
 
 
 def _lines_from_events(text: str) -> Any:
@@ -374,10 +380,8 @@ def line_of(tree: Any, loc: Iterable[str | int]) -> tuple[int, list[str | int]]:
             line = node.lc.item(part)[0] + 1
             node = node[part]
             found.append(part)
-        elif (type(node) is _Lines and not isinstance(part, int) and part in node) or (
-            type(node) is _ItemLines and isinstance(part, int) and 0 <= part < len(node)
-        ):
-            line, node = node[part]
+        elif isinstance(node, _Lines | _ItemLines) and (entry := node.at(part)) is not None:
+            line, node = entry
             found.append(part)
         elif (
             i == len(parts) - 1
