@@ -157,6 +157,38 @@ def test_a_changed_record_renders_its_replications_pages_again(
     assert seen == []
 
 
+def test_a_cold_render_parses_each_file_once_replications_and_all(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    """Records of one question list each other: their pages are made where each was parsed,
+    the replications filled in once every card is in, never by parsing a file again."""
+    for rid in ("second", "third"):  # the same setup as ngram-test: its replications
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    docs = tmp_path / "docs"
+    build.render_site(kb_dir, docs, cache=None)
+    assert sorted(seen) == ["next-steps", "ngram-test", "second", "third"]
+    page = (docs / "records" / "third.md").read_text()
+    assert "## Replications" in page and "](second.md)" in page and "\x00" not in page
+
+
+def test_a_user_record_template_shows_replications_where_it_likes(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    """A user's own record.md.j2 may read `related` anywhere: its pages are rendered with
+    their replications known (the files of records with replications parsed again)."""
+    for rid in ("second", "third"):
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    templates, docs = tmp_path / "templates", tmp_path / "docs"
+    templates.mkdir()
+    (templates / "record.md.j2").write_text(
+        "# {{ record.title }}\n{% for o in related.others %}- {{ o.id }}\n{% endfor %}"
+    )
+    build.render_site(kb_dir, docs, templates, cache=None)
+    listed = (docs / "records" / "third.md").read_text().splitlines()[1:]
+    assert sorted(listed) == ["- ngram-test", "- second"]
+    assert sorted(seen).count("third") == 2
+
+
 def test_a_hand_edited_page_is_rendered_again_once(
     kb_dir: Path, tmp_path: Path, seen: list[str]
 ) -> None:

@@ -20,9 +20,11 @@ Two caches, both kept here, make a render over thousands of records quick:
 Otherwise each record's page is rendered and written in the process that parsed it
 (`kb.scan`), and the pages over many records — plans and indexes — are made here from the
 records' cards, once every file is valid. A record that answers a question
-(`kb.replications`) lists its replications: its page is held until every card is in, then
-written, or rendered again (its file parsed again) where they are not what it was rendered
-with; so no page is written twice, or with replications it does not have. Every page goes
+(`kb.replications`) lists its replications: its page is made with those sections left as
+markers, held until every card is in, then filled (`render.fill`) and written, so each file is
+parsed once (with a user's own `record.md.j2`, which may show them anywhere, it is rendered
+again, its file parsed again, where they are not what it was rendered with); no page is
+written twice, or with replications it does not have. Every page goes
 through `_sync`, which writes only pages whose bytes changed; generated pages no longer
 produced are removed.
 """
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from kbgen.kb.loading import Facts, KnowledgeBase, Known
     from kbgen.kb.models import Plan, Record
     from kbgen.kb.replications import Evidence, Related
+    from kbgen.site.render import Here
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
@@ -82,6 +85,7 @@ class RecordPages:
     related: str  # the key of what its page shows of its replications (`Related.key`)
     stale: tuple[str, ...] = ()  # the pages that differed from disk (written, unless checking)
     held: dict[str, str] | None = None  # rendered, not written yet: `pages` is empty then
+    here: Here | None = None  # with `held`: its sections are still to fill (`render.fill`)
 
 
 def render_site(
@@ -133,10 +137,14 @@ def render_site(
     found = replications.evidence(_cards(base.products.values())) if not base.problems else None
     if found is not None:
         base = _with_replications(base, job, found, known)
+        env = render.environment(templates)
         held = [(path, p) for path, p in base.products.items() if getattr(p, "held", None)]
         for path, product in held:
-            made = product.held or {}
-            base.products[path] = _synced(job, product.card, product.related, made)
+            made, related_key = product.held or {}, product.related
+            if product.here is not None:
+                related = found.related(product.card.id)
+                made, related_key = render.fill(env, made, related, product.here), related.key
+            base.products[path] = _synced(job, product.card, related_key, made)
     if remembered is not None:
         for path, facts in base.facts.items():
             if path not in known and path in inputs:
@@ -187,6 +195,7 @@ def _with_replications(
         path: related
         for path, product in base.products.items()
         if isinstance(product, RecordPages)
+        and product.here is None  # its sections are filled in by `render_site`
         and product.related != (related := found.related(product.card.id)).key
     }
     if not redo:
@@ -220,10 +229,20 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     source = render.source_of(path, job.records)
     related = job.related.get(doc.id, NOTHING)
     env = render.environment(job.templates)
+    if not job.replications_known and card.question is not None:  # written by `render_site`
+        if _own_record_template(job.templates):  # its sections filled in there: parsed once
+            made = render.record_pages(env, doc, source, job.tasks, None)
+            return RecordPages(card, {}, "", held=made, here=render.sections_of(doc))
+        made = render.record_pages(env, doc, source, job.tasks, related)
+        return RecordPages(card, {}, related.key, held=made)
     made = render.record_pages(env, doc, source, job.tasks, related)
-    if not job.replications_known and card.question is not None:
-        return RecordPages(card, {}, related.key, held=made)  # written by `render_site`
     return _synced(job, card, related.key, made)
+
+
+def _own_record_template(templates: Path | None) -> bool:
+    """Whether record pages are kbgen's template, whose parts that show other records are
+    sections (`render.fill`); a user's `record.md.j2` may show them anywhere."""
+    return templates is None or not (templates / "record.md.j2").exists()
 
 
 def _synced(job: Job, card: Card, related: str, made: dict[str, str]) -> RecordPages:

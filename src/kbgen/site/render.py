@@ -34,6 +34,7 @@ import re
 import stat
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -407,9 +408,14 @@ def record_pages(
     record: Record,
     source: str,
     tasks: dict[str, list[str]],
-    related: Related = NOTHING,
+    related: Related | None = NOTHING,
 ) -> dict[str, str]:
-    """A record's page (its charts inline, its replications listed), by path under docs/."""
+    """A record's page (its charts inline, its replications listed), by path under docs/.
+
+    With `related` None, the parts that depend on other records (`SECTIONS`) are left as
+    markers for `fill`: the page is made where the record was parsed, before every card is in.
+    """
+    here = sections_of(record)
     out = {}
     out[f"{RECORDS_DIR}/{record.id}.md"] = render(
         env,
@@ -417,10 +423,62 @@ def record_pages(
         record=record,
         charts={name: Markdown(svg) for name, svg in charts.for_record(record).items()},
         tasks={ref: tasks.get(ref, []) for ref in record.resolves},
-        related=related,
+        related=NOTHING if related is None else related,
+        section=_marker if related is None else functools.partial(_section, env, related, here),
         source=source,
         note=note(source),
     )
+    return out
+
+
+SECTIONS = {"warnings": "record-warnings.md.j2", "replications": "record-replications.md.j2"}
+
+
+@dataclass(frozen=True)
+class Here:
+    """What a record's `SECTIONS` need of it besides its replications: small, picklable."""
+
+    id: str
+    engine: str
+    engine_version: str | None
+    supersedes: tuple[str, ...]
+
+
+def sections_of(record: Record) -> Here:
+    config = record.config
+    engine = config.engine if config else None
+    return Here(
+        record.id,
+        engine.name if engine else "engine",
+        engine.version if engine else None,
+        tuple(record.supersedes),
+    )
+
+
+def _marker(name: str) -> Markdown:
+    """Where section `name` goes, until `fill` puts it there: control characters, which no
+    value from a record can print (`markup` drops them)."""
+    if name not in SECTIONS:
+        raise SecurityError(f"no section {name!r} (there are {', '.join(SECTIONS)})")
+    return Markdown(f"\x00kbgen:{name}\x00")
+
+
+def _section(env: jinja2.Environment, related: Related, here: Here, name: str) -> Markdown:
+    _marker(name)
+    return Markdown(render(env, SECTIONS[name], related=related, record=here))
+
+
+def fill(
+    env: jinja2.Environment, pages: dict[str, str], related: Related, here: Here
+) -> dict[str, str]:
+    """Pages made with `related` None, their sections rendered into the markers."""
+    out = {}
+    for rel, text in pages.items():
+        for name in SECTIONS:
+            marker = _marker(name)
+            if marker in text:
+                text = text.replace(marker, _section(env, related, here, name))
+        out[rel] = text
     return out
 
 
