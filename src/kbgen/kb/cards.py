@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import date
 from typing import Any
 
@@ -100,12 +99,16 @@ class Card:
 
     @functools.cached_property
     def digest(self) -> str:
-        """Changes whenever anything on the card does (a page that shows it is then stale)."""
-        text = json.dumps(self.to_json(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
+        """Changes whenever anything on the card does (a page that shows it is then stale):
+        of its repr, which names every field (floats exactly), at a tenth of a JSON dump's cost."""
+        return hashlib.sha256(repr(self).encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in _CARD_FIELDS}  # `asdict` is ten times slower
+        data["results"] = [
+            {"cls": r.cls, "outcome": r.outcome, "effect": r.effect, "interval": r.interval}
+            for r in self.results
+        ]
         data["created"] = self.created.isoformat()
         data["concluded"] = self.concluded.isoformat() if self.concluded else None
         return data
@@ -131,6 +134,9 @@ class Card:
                 **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},
             }
         )
+
+
+_CARD_FIELDS = tuple(f.name for f in fields(Card))
 
 
 def _acceptance(record: Record) -> tuple[float, float] | None:
