@@ -2,7 +2,8 @@
 
 Per request GuideLLM keeps the start, first-token and last-token times, the output token count
 and the request it sent (whose prompt text pairs and classifies the requests); no per-chunk
-times, so no ITL distribution. An errored request is a failure; incomplete ones are not imported.
+times, so no ITL distribution. An errored request is a failure, incomplete ones are not
+imported, and a report whose totals disagree with the requests it lists is refused.
 """
 
 from __future__ import annotations

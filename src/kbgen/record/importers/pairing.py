@@ -13,12 +13,8 @@ from kbgen.record.importers.imported import Imported
 
 def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
     """Set every sample's prompt_index (and repeat) by what the files prove; whether the arms
-    are paired by prompt, and how, as a note.
-
-    Same index across files means the same prompt only when proven: equal prompt texts, or equal
-    input lengths at every position of every file (a file without texts). Otherwise each file's
-    requests get indices of their own, after the previous file's: nothing is paired.
-    """
+    are paired by prompt, and how, as a note. Unproven, each file's requests get indices of
+    their own, after the previous file's: nothing is paired."""
     kinds = {i.prompt_evidence for i in found}
     evidence = kinds.pop() if len(kinds) == 1 else None
     keyed = all(len(i.prompt_keys) == len(i.samples) and None not in i.prompt_keys for i in found)

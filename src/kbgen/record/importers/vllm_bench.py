@@ -4,7 +4,8 @@ A token is what a chunk carries, never a chunk: vllm bench times its TTFT at the
 with choices, which in a chat stream is vLLM's role-only chunk, so a chat request's first token
 is one gap later (`LEADING_CHUNKS`); a per-token ITL is kept only when the file proves every
 chunk of every request held one token (token chunks = output tokens). A request the tool counts
-as failed is one here too, even with an empty error text.
+as failed is one here too, even with an empty error text, and a file whose counts disagree with
+its per-request lists is refused.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class VllmBenchResult(Format):
             errors.append(
                 (("spec_decode_accepted_tokens",), f"{accepted} exceeds the {drafted} drafted")
             )
-        if not errors:
+        if not errors:  # the counts, against lists that agree with each other
             errors = self._counts_listed()
         fail_at("VllmBenchResult", errors)
         return self
@@ -140,22 +141,21 @@ class VllmBenchResult(Format):
         if self.ttfts is None or self.output_lens is None:
             return []
         n = len(self.ttfts)
-        errors = self.errors or [None] * n
-        listed = zip(errors, self.ttfts, self.output_lens, strict=True)
+        listed = zip(self.errors or [None] * n, self.ttfts, self.output_lens, strict=True)
         ok = sum(_error(error, ttft, length) is None for error, ttft, length in listed)
-        counted = {
+        said = {
             "completed": self.completed,
             "failed": n - ok if self.failed is None else self.failed,
         }
-        read = {"completed": ok, "failed": n - ok}
+        held = {"completed": ok, "failed": n - ok}
         return [
             (
                 (key,),
-                f"says {counted[key]}, but its per-request lists hold {read[key]} "
-                f"({read['completed']} completed, {read['failed']} failed)",
+                f"says {said[key]}, but its per-request lists hold {held[key]} "
+                f"({held['completed']} completed, {held['failed']} failed)",
             )
-            for key in counted
-            if counted[key] != read[key]
+            for key in said
+            if said[key] != held[key]
         ]
 
 
