@@ -267,7 +267,7 @@ def _prompt_sent(request: GuideLLMRequest) -> Any:
             args = pydantic_core.from_json(args)
         except ValueError:
             return None
-    body = _at(args, "body") or {}
+    body = args.get("body") if isinstance(args, dict) else None
     return body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
 
 
@@ -293,11 +293,3 @@ def _text_of(prompt: Any) -> str | None:
         texts = [p for p in parts if isinstance(p, str)]
         content = "".join(texts) if texts and len(texts) == len(parts) else None
     return content if isinstance(content, str) else None
-
-
-def _at(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
