@@ -24,8 +24,9 @@ from kbgen.cli import cli
 from kbgen.errors import KbgenError
 from kbgen.kb.models import Hypothesis, MetricName, Record
 from kbgen.record import compose
-from kbgen.record import importers as imports
-from tests.conftest import REPO
+from kbgen.record.importers import guidellm, reading, vllm_bench
+from kbgen.record.importers.imported import Imported
+from tests.support.imports import FIXTURES, SPEC
 from tests.support.properties import (
     SETTINGS,
     Mutated,
@@ -37,16 +38,15 @@ from tests.support.properties import (
     paths_of,
 )
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
-SPEC = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"
-FORMATS: dict[str, tuple[Callable[[Path, str], imports.Imported], str]] = {
-    "vllm-bench": (imports.vllm_bench, "vllm-bench"),
-    "guidellm": (imports.guidellm, "guidellm"),
+FORMATS: dict[str, tuple[Callable[[Path, str], Imported], str]] = {
+    "vllm-bench": (vllm_bench.read, "vllm-bench"),
+    "guidellm": (guidellm.read, "guidellm"),
 }
 READ = {  # the keys kbgen reads, from the format models themselves
     name
-    for model in vars(imports).values()
-    if isinstance(model, type) and issubclass(model, imports._Format)
+    for tool in (vllm_bench, guidellm)
+    for model in vars(tool).values()
+    if isinstance(model, type) and issubclass(model, reading.Format)
     for name in model.model_fields
 }
 
@@ -170,7 +170,7 @@ def test_extreme_vllm_bench_requests_import_or_are_located(
     _imports_or_is_located(folder, "vllm-bench", mutation, metric, allow)
 
 
-SUMMARY_ONLY = {k: v for k, v in TREES["vllm-bench"].items() if k not in imports.VLLM_BENCH_LISTS}
+SUMMARY_ONLY = {k: v for k, v in TREES["vllm-bench"].items() if k not in vllm_bench.LISTS}
 SUMMARIES = [k for k in SUMMARY_ONLY if k.endswith("_ms")]
 
 

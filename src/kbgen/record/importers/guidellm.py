@@ -1,0 +1,295 @@
+"""GuideLLM's JSON reports (`--output kind=json,path=…`; schema 2, GuideLLM 0.8) as evidence.
+
+Per request GuideLLM keeps the start, first-token and last-token times, the output token count
+and the request it sent (whose prompt text pairs and classifies the requests); no per-chunk
+times, so no ITL distribution. An errored request is a failure, incomplete ones are not
+imported, and a report whose totals disagree with the requests it lists is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pydantic_core
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from kbgen.bench.spec import MAX_TIMEOUT_S
+from kbgen.kb.models import fail_at
+from kbgen.kb.numbers import Count, Finite, NonNegative
+from kbgen.record.importers.imported import Imported, headline, no_split, sample
+from kbgen.record.importers.reading import MAX_REQUESTS, Format, read_format
+
+MAPPING = (
+    "GuideLLM's metrics as kbgen names them: time_to_first_token_ms is ttft_ms; "
+    "inter_token_latency_ms ((last token - first token) / (N - 1)) is kbgen's tpot_ms; its "
+    "time_per_output_token_ms ((last token - request start) / N) includes TTFT and is not "
+    "kbgen's TPOT (not imported); e2e_ms ends at the last token, GuideLLM's request_latency "
+    "at the end of the response"
+)
+
+
+class GuideLLMTimings(Format):
+    """When a request started, got its first token and its last (seconds since the epoch)."""
+
+    request_start: Finite | None = None
+    first_token_iteration: Finite | None = None
+    last_token_iteration: Finite | None = None
+
+    @model_validator(mode="after")
+    def _in_order(self) -> GuideLLMTimings:
+        start, first, last = (
+            self.request_start,
+            self.first_token_iteration,
+            self.last_token_iteration,
+        )
+        if start is not None and first is not None and last is not None:
+            if first <= start:  # a first token in no time (or before the request) is no timing
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("first_token_iteration",), f"{first} is not after request_start {start}")],
+                )
+            if last < first:
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("last_token_iteration",), f"{last} is before first_token_iteration")],
+                )
+            if not last - start <= MAX_TIMEOUT_S:  # `not`: an overflow to inf fails too
+                fail_at(
+                    "GuideLLMTimings",
+                    [(("last_token_iteration",), f"{last - start:g} s after request_start")],
+                )
+        return self
+
+
+class GuideLLMInfo(Format):
+    timings: GuideLLMTimings | None = None
+    error: str | None = None
+
+
+class GuideLLMRequest(Format):
+    info: GuideLLMInfo | None = None
+    output_tokens: Count | None = None
+    request_args: str | dict[str, Any] | None = None  # the request sent, as JSON text
+
+
+class GuideLLMRequests(Format):
+    successful: list[GuideLLMRequest] | None = Field(default=None, max_length=MAX_REQUESTS)
+    errored: list[GuideLLMRequest] | None = Field(default=None, max_length=MAX_REQUESTS)
+    incomplete: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> GuideLLMRequests:
+        listed = len(self.successful or []) + len(self.errored or [])
+        if listed > MAX_REQUESTS:
+            fail_at(
+                "GuideLLMRequests",
+                [(("errored",), f"{listed:,} requests in all; at most {MAX_REQUESTS:,}")],
+            )
+        return self
+
+
+class GuideLLMMean(Format):
+    mean: Finite | None = None
+
+
+class GuideLLMByStatus(Format):
+    successful: GuideLLMMean | None = None
+
+
+class GuideLLMTotals(Format):
+    successful: Count | None = None
+    errored: Count | None = None
+
+
+class GuideLLMMetrics(Format):
+    request_totals: GuideLLMTotals | None = None
+    output_tokens_per_second: GuideLLMByStatus | None = None
+    requests_per_second: GuideLLMByStatus | None = None
+
+
+class GuideLLMBackend(Format):
+    model: str | None = None
+
+
+class GuideLLMBenchmarkConfig(Format):
+    sample_size: Count | None = None
+    backend: GuideLLMBackend | None = None
+
+
+class GuideLLMBenchmark(Format):
+    config: GuideLLMBenchmarkConfig | None = None
+    metrics: GuideLLMMetrics | None = None
+    requests: GuideLLMRequests | None = None
+    duration: NonNegative | None = None
+
+
+class GuideLLMSpec(Format):
+    backend: GuideLLMBackend | None = None
+    profile: Any = None
+    constraints: Any = None
+    data: Any = None
+
+
+class GuideLLMConfig(Format):
+    spec: GuideLLMSpec | None = None
+
+
+class GuideLLMMetadata(Format):
+    guidellm_version: str | None = None
+
+
+class GuideLLMReport(Format):
+    """GuideLLM's JSON report (`--output kind=json,path=…`; schema 2, GuideLLM 0.8)."""
+
+    metadata: GuideLLMMetadata | None = None
+    config: GuideLLMConfig | None = None
+    benchmarks: list[GuideLLMBenchmark] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _is_one(cls, data: Any) -> Any:
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        if not isinstance(benchmarks, list) or not benchmarks:
+            raise PydanticCustomError("format", "not a GuideLLM report (no benchmarks list)")
+        return data
+
+    @model_validator(mode="after")
+    def _counts_listed(self) -> GuideLLMReport:
+        """The first benchmark's request totals against the requests it lists (the one read)."""
+        bench = self.benchmarks[0]
+        totals = (bench.metrics and bench.metrics.request_totals) or GuideLLMTotals()
+        requests = bench.requests or GuideLLMRequests()
+        listed = {"successful": requests.successful or [], "errored": requests.errored or []}
+        sampled = bench.config and bench.config.sample_size
+        hint = (
+            f" (the report keeps a sample of {sampled}: run without sample_size)" if sampled else ""
+        )
+        fail_at(
+            "GuideLLMReport",
+            [
+                (
+                    ("benchmarks", 0, "metrics", "request_totals", kind),
+                    f"says {said}, but the report lists {len(items)} {kind} requests{hint}",
+                )
+                for kind, items in listed.items()
+                if (said := getattr(totals, kind)) is not None and said != len(items)
+            ],
+        )
+        return self
+
+
+def read(path: Path, variant: str) -> Imported:
+    """The first benchmark of the GuideLLM report at `path`, as `variant`'s results."""
+    report = read_format(path, GuideLLMReport)
+    bench = report.benchmarks[0]
+    spec = report.config.spec if report.config and report.config.spec else GuideLLMSpec()
+    bench_config = bench.config or GuideLLMBenchmarkConfig()
+    model = (spec.backend and spec.backend.model) or (
+        bench_config.backend and bench_config.backend.model
+    )
+    out = Imported(variant, "guidellm", model or None, source=path)
+    version = report.metadata.guidellm_version if report.metadata else None
+    out.notes.append(
+        f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
+        f"{len(report.benchmarks)} benchmark(s))"
+    )
+    out.notes.append(MAPPING)
+    metrics = bench.metrics or GuideLLMMetrics()
+    figures = headline(
+        (
+            "output_tokens_per_second (successful, mean)",
+            _mean(metrics.output_tokens_per_second),
+            "tok/s",
+        ),
+        ("requests_per_second (successful, mean)", _mean(metrics.requests_per_second), "req/s"),
+        ("duration", bench.duration, "s"),
+    )
+    out.notes.append(f"{variant}: GuideLLM's own figures: {figures}")
+    requests = bench.requests or GuideLLMRequests()
+    successful, errored = requests.successful or [], requests.errored or []
+    for i, req in enumerate(successful):
+        timings = (req.info and req.info.timings) or GuideLLMTimings()
+        start, first, last = (
+            timings.request_start,
+            timings.first_token_iteration,
+            timings.last_token_iteration,
+        )
+        if start is None or first is None or last is None:
+            out.samples.append(sample(variant, i, None, [], None, "no token timings in report"))
+            continue
+        request = sample(variant, i, first - start, [last - first], req.output_tokens, None)
+        request.chunk_tokens, request.chunks_complete = [], False  # first and last token only
+        out.samples.append(request)
+    for i, req in enumerate(errored, start=len(successful)):
+        error = (req.info and req.info.error) or "errored request"
+        out.samples.append(sample(variant, i, None, [], None, error))
+    if errored:
+        out.notes.append(f"{variant}: {len(errored)} of {len(out.samples)} requests errored")
+    incomplete = requests.incomplete or []
+    if incomplete:
+        out.notes.append(
+            f"{variant}: {len(incomplete)} incomplete request(s) (cancelled when the benchmark "
+            "ended) not imported"
+        )
+    sent = [_prompt_sent(req) for req in (*successful, *errored)]
+    out.prompt_keys = [None if prompt is None else _digest(prompt) for prompt in sent]
+    out.prompt_evidence = "prompt text"
+    out.prompt_texts = [_text_of(prompt) for prompt in sent]
+    out.notes.append(
+        f"{variant}: GuideLLM keeps first and last token times only: no ITL "
+        "distribution, no chunk gaps"
+    )
+    out.notes.append(no_split(variant))
+    out.notes.append(
+        f"{variant}: no /metrics, so no client/server token cross-check and no "
+        "speculative-decoding counters"
+    )
+    out.workload = {
+        key: json.dumps(getattr(spec, key), sort_keys=True, default=str)
+        for key in ("profile", "constraints", "data")
+    }
+    return out
+
+
+def _mean(by_status: GuideLLMByStatus | None) -> float | None:
+    return by_status.successful.mean if by_status and by_status.successful else None
+
+
+def _prompt_sent(request: GuideLLMRequest) -> Any:
+    """The prompt a GuideLLM request sent: its body's prompt or messages (None: not kept)."""
+    args: Any = request.request_args
+    if isinstance(args, str):
+        try:  # pydantic-core's parser: a nesting limit, no RecursionError
+            args = pydantic_core.from_json(args)
+        except ValueError:
+            return None
+    body = args.get("body") if isinstance(args, dict) else None
+    return body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
+
+
+def _digest(prompt: Any) -> str | None:
+    try:
+        text = json.dumps(prompt, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # NaN, mixed key types, too deep
+        return None
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _text_of(prompt: Any) -> str | None:
+    """The text of a prompt as sent: a completion's prompt, or a chat's last user message (its
+    content, or its text parts joined); None for anything else."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, list):
+        return None
+    users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [p for p in parts if isinstance(p, str)]
+        content = "".join(texts) if texts and len(texts) == len(parts) else None
+    return content if isinstance(content, str) else None

@@ -1,0 +1,77 @@
+"""What an importer returns: one variant's samples or statistics, and the notes on them.
+
+What a file lacks stays missing — no per-class split becomes one class `all`, no per-request
+samples means no confidence interval — and the notes travel into the record's provenance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbgen.bench.samples import Sample
+from kbgen.kb.models import MetricName
+
+ALL = "all"
+S = 1_000_000_000  # ns per second
+
+
+@dataclass
+class Imported:
+    """One variant's results from another tool."""
+
+    variant: str
+    tool: str
+    model: str | None
+    samples: list[Sample] = field(default_factory=list)
+    stats: dict[MetricName, dict[str, float]] = field(default_factory=dict)  # metric -> n, mean…
+    # the tool's own speculative-decoding counters, as metrics.window() reports them
+    spec_decode: dict[str, Any] | None = None
+    output_tokens: int | None = None  # the tool's output token total over the same window
+    workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
+    notes: list[str] = field(default_factory=list)
+    # What identifies each sample's prompt, in sample order (None: unknown), and what kind of
+    # evidence that is: equal keys across files mean the same prompt (`pair_prompts`).
+    prompt_keys: list[str | None] = field(default_factory=list)
+    prompt_evidence: str | None = None
+    # What `classify` matches a prompt file by: the file imported, each sample's prompt text
+    # where the tool kept it (None: unknown), or whether the samples are in the order sent.
+    source: Path | None = None
+    prompt_texts: list[str | None] = field(default_factory=list)
+    in_order_sent: bool = False
+
+
+def sample(
+    variant: str,
+    index: int,
+    ttft_s: float | None,
+    gaps_s: list[float],
+    output_tokens: int | None,
+    error: str | None,
+) -> Sample:
+    """A request from relative timings: sent at 0, first token at TTFT, then the chunk gaps."""
+    out = Sample(
+        variant=variant, prompt_class=ALL, prompt_index=index, repeat=0, scheduled_ns=0, sent_ns=0
+    )
+    if error or ttft_s is None:
+        out.error = error or "no first token"
+        return out
+    times = [round(ttft_s * S)]
+    for gap in gaps_s:
+        times.append(times[-1] + round(gap * S))
+    out.chunk_ns, out.done_ns, out.output_tokens = times, times[-1], output_tokens
+    # Per-chunk token counts are known only when every chunk carried one token.
+    out.chunk_tokens = [1] * len(times) if output_tokens == len(times) else []
+    return out
+
+
+def no_split(variant: str) -> str:
+    """The note of an import whose requests all have one class (no --prompts)."""
+    return f"{variant}: no per-class split (one class `{ALL}`)"
+
+
+def headline(*figures: tuple[str, float | None, str]) -> str:
+    """`name value unit, …` for the figures the tool reported, 6 significant digits."""
+    shown = [f"{name} {value:.6g} {unit}" for name, value, unit in figures if value is not None]
+    return ", ".join(shown) or "none reported"

@@ -1,0 +1,169 @@
+"""GuideLLM reports, as the tool wrote them against the local vLLM (tiny model) and changed as
+each case needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbgen.errors import InvalidInput
+from kbgen.record import compose
+from kbgen.record.importers import guidellm
+from tests.support.imports import (
+    FASTER,
+    GL_BASE,
+    GL_NGRAM,
+    changed,
+    set_at,
+)
+
+
+def test_guidellm_report_becomes_first_and_last_token_samples() -> None:
+    raw = json.loads(GL_BASE.read_text())
+    bench = raw["benchmarks"][0]
+    found = guidellm.read(GL_BASE, "baseline")
+    assert found.model == "tiny" and len(found.samples) == 12 and all(s.ok for s in found.samples)
+    ttft_ms = [s.metrics()["ttft_ms"] for s in found.samples]
+    expected = bench["metrics"]["time_to_first_token_ms"]["successful"]["mean"]
+    assert sum(ttft_ms) / len(ttft_ms) == pytest.approx(expected, rel=1e-6)
+    # GuideLLM's ITL is (last - first) / (N - 1): our TPOT, token-weighted in its aggregate
+    first = bench["requests"]["successful"][0]
+    assert found.samples[0].metrics()["tpot_ms"] == pytest.approx(
+        first["inter_token_latency_ms"], rel=1e-6
+    )
+    assert "itl_ms" not in found.samples[0].metrics()  # no per-chunk times: no distribution
+    assert "chunk_gap_ms" not in found.samples[0].metrics()
+
+
+def test_guidellm_import_record(tmp_path: Path) -> None:
+    found = [guidellm.read(GL_BASE, "baseline"), guidellm.read(GL_NGRAM, "ngram")]
+    data, evidence = compose.from_imports(found, "x", "X", FASTER)
+    assert evidence is not None and data.verdict is not None
+    assert data.verdict.method == "bootstrap"
+    assert set(data.measurements["ngram"]["all"]) == {
+        "decode_tok_s",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+    }
+    assert data.spec_decode == {}  # GuideLLM has no speculative-decoding counters
+    assert data.provenance is not None
+    assert any("first and last token times only" in n for n in data.provenance.notes)
+
+
+def test_not_a_guidellm_report(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"benchmarks": []}')
+    with pytest.raises(InvalidInput, match="not a GuideLLM report"):
+        guidellm.read(path, "baseline")
+
+
+def test_guidellm_errored_requests_are_failures_and_counts_must_agree(tmp_path: Path) -> None:
+    def one_errored(data: dict[str, Any]) -> None:
+        bench = data["benchmarks"][0]
+        failed = bench["requests"]["successful"].pop(2)
+        failed["info"]["error"] = "HTTP 500"
+        bench["requests"]["errored"] = [failed]
+        totals = bench["metrics"]["request_totals"]
+        totals["successful"], totals["errored"] = 11, 1
+
+    found = guidellm.read(changed(GL_BASE, tmp_path / "g.json", one_errored), "baseline")
+    assert [s.error for s in found.samples if not s.ok] == ["HTTP 500"]
+    assert any("1 of 12 requests errored" in n for n in found.notes)
+
+    def miscounted(data: dict[str, Any]) -> None:
+        data["benchmarks"][0]["metrics"]["request_totals"]["successful"] = 13
+
+    with pytest.raises(
+        InvalidInput,
+        match=re.escape(
+            "m.json:1: benchmarks[0].metrics.request_totals.successful: says 13, but the report "
+            "lists 12 successful"
+        ),
+    ):
+        guidellm.read(changed(GL_BASE, tmp_path / "m.json", miscounted), "baseline")
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            set_at("benchmarks.0.requests.successful.0.info.timings.first_token_iteration", 0.0),
+            "benchmarks[0].requests.successful[0].info.timings.first_token_iteration",
+            "is not after request_start",
+        ),
+        (
+            set_at("benchmarks.0.requests.successful.1.info.timings.last_token_iteration", 1.0e9),
+            "benchmarks[0].requests.successful[1].info.timings.last_token_iteration",
+            "is before first_token_iteration",
+        ),
+        (
+            set_at("benchmarks.0.requests.successful.2.output_tokens", -3),
+            "benchmarks[0].requests.successful[2].output_tokens",
+            "greater than or equal to 0",
+        ),
+        (
+            set_at("benchmarks.0.requests.successful.2.info.timings.request_start", "now"),
+            "benchmarks[0].requests.successful[2].info.timings.request_start",
+            "valid number",
+        ),
+        (
+            set_at("benchmarks.0.metrics.request_totals.successful", False),
+            "benchmarks[0].metrics.request_totals.successful",
+            "valid integer",
+        ),
+        (set_at("benchmarks", {"0": {}}), "", "not a GuideLLM report"),
+    ],
+    ids=[
+        "zero-ttft",
+        "last-before-first",
+        "negative-tokens",
+        "timing-string",
+        "total-bool",
+        "benchmarks-object",
+    ],
+)
+def test_a_bad_guidellm_value_is_located(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], field: str, message: str
+) -> None:
+    path = changed(GL_BASE, tmp_path / "g.json", change)
+    with pytest.raises(InvalidInput) as info:
+        guidellm.read(path, "baseline")
+    [problem] = [p for p in info.value.problems if p.field == field]
+    assert problem.line == 1 and message in problem.message, info.value.problems
+
+
+def test_a_zero_ttft_guidellm_request_equal_to_its_start(tmp_path: Path) -> None:
+    """First token at the instant the request started: no timing to compare TTFT on."""
+
+    def instant(data: dict[str, Any]) -> None:
+        timings = data["benchmarks"][0]["requests"]["successful"][4]["info"]["timings"]
+        timings["first_token_iteration"] = timings["request_start"]
+
+    path = changed(GL_BASE, tmp_path / "g.json", instant)
+    with pytest.raises(InvalidInput, match=r"successful\[4\].*is not after request_start"):
+        guidellm.read(path, "baseline")
+
+
+def test_the_tools_own_figures_and_metric_mapping_are_on_the_record() -> None:
+    gl, _ = compose.from_imports(
+        [guidellm.read(GL_BASE, "baseline"), guidellm.read(GL_NGRAM, "ngram")],
+        "x",
+        "X",
+        FASTER,
+    )
+    assert gl.provenance is not None
+    rps = json.loads(GL_BASE.read_text())["benchmarks"][0]["metrics"]["requests_per_second"]
+    assert any(
+        f"requests_per_second (successful, mean) {rps['successful']['mean']:.6g} req/s" in n
+        for n in gl.provenance.notes
+    )
+    assert any(
+        "time_per_output_token_ms" in n and "includes TTFT" in n for n in gl.provenance.notes
+    )

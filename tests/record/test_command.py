@@ -1,0 +1,158 @@
+"""`kbgen record --from TOOL VARIANT=FILE …`: imports on the command line, in process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbgen.cli import cli
+from kbgen.kb.documents import load_file
+from kbgen.kb.models import Record
+from kbgen.record.importers.imported import no_split
+from tests.support.imports import (
+    BASE,
+    BY_POSITION,
+    CHAT_BASE,
+    CHAT_NGRAM,
+    NGRAM,
+    SPEC,
+    chat_lines,
+    suite_file,
+)
+
+
+def test_import_makes_a_record_that_checks(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((SPEC).read_text())
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--from",
+            "vllm-bench",
+            f"baseline={BASE}",
+            f"ngram={NGRAM}",
+            "--spec",
+            str(spec),
+            "--records",
+            str(records),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    path = Path(result.stdout.strip())  # stdout: the path alone; the classes go to stderr
+    assert result.stderr.startswith("all: ")
+    saved = load_file(path)
+    assert isinstance(saved, Record)
+    assert saved.provenance is not None and saved.provenance.source == "imported"
+    assert any("no per-class split" in n for n in saved.provenance.notes)
+    assert saved.verdict is not None and saved.verdict.method == "bootstrap"
+    assert list(saved.verdict.per_class) == ["all"]
+    ngram = saved.spec_decode["ngram"]
+    raw = json.loads(NGRAM.read_text())
+    assert ngram.acceptance_rate == pytest.approx(raw["spec_decode_acceptance_rate"] / 100, 1e-5)
+    assert ngram.mean_acceptance_length == pytest.approx(raw["spec_decode_acceptance_length"], 1e-5)
+    assert "itl_ms" in saved.measurements["baseline"]["all"]
+    assert "itl_ms" not in saved.measurements["ngram"]["all"]  # unknown tokens per chunk
+    assert CliRunner().invoke(cli, ["record", "--check", str(path)]).exit_code == 0
+
+
+def test_pairs_must_name_their_variant(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["record", "--from", "vllm-bench", str(BASE), str(NGRAM), "--records", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "VARIANT=FILE" in result.stderr
+
+
+def test_a_variant_named_twice_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--from",
+            "vllm-bench",
+            f"baseline={BASE}",
+            f"baseline={NGRAM}",
+            "--spec",
+            str(SPEC),
+            "--records",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 2
+    assert result.stderr == "error: variant 'baseline' given more than once\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../x", "Baseline", "a b", "x-", "x_", "_x", "a.b"])
+def test_a_variant_name_that_is_not_a_slug_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    spec = SPEC
+    args = ["record", "--from", "vllm-bench", f"{name}={BASE}", f"ngram={NGRAM}"]
+    result = CliRunner().invoke(cli, [*args, "--spec", str(spec), "--records", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {name!r}: a variant name is lower-case letters, digits and inner hyphens "
+        "or underscores\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("base", "ngram", "prompts"), BY_POSITION)
+def test_a_chat_import_with_its_prompt_file(
+    tmp_path: Path, base: Path, ngram: Path, prompts: Path
+) -> None:
+    """The issue's case: per-token ITL for the baseline, no false multi-token note, and the
+    prompt file's classes, matched by position."""
+    records = tmp_path / "records"
+    spec = SPEC
+    args = ["record", "--from", "vllm-bench", f"baseline={base}", f"ngram={ngram}"]
+    result = CliRunner().invoke(
+        cli, [*args, "--spec", str(spec), "--records", str(records), "--prompts", str(prompts)]
+    )
+    assert result.exit_code == 0, result.output
+    suite = [json.loads(line) for line in prompts.read_text().splitlines()]
+    classes = list(dict.fromkeys(p["class"] for p in suite))
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] == classes
+    saved = load_file(Path(result.stdout.strip()))
+    assert isinstance(saved, Record) and saved.workload is not None
+    assert saved.workload.classes == classes
+    assert saved.workload.prompt_suite_sha256 == hashlib.sha256(prompts.read_bytes()).hexdigest()
+    assert saved.verdict is not None and list(saved.verdict.per_class) == classes
+    for cls in classes:
+        assert "itl_ms" in saved.measurements["baseline"][cls]
+        assert "itl_ms" not in saved.measurements["ngram"][cls]  # n-gram: several a chunk
+    assert saved.provenance is not None
+    notes = saved.provenance.notes
+    assert not any(n.startswith("baseline: in ") for n in notes)  # no multi-token note
+    assert any(n.startswith("ngram: in ") and "one token each" in n for n in notes)
+    for variant in ("baseline", "ngram"):
+        assert f"{variant}: classes from {prompts.name}, matched by position" in "\n".join(notes)
+        assert no_split(variant) not in notes
+    assert CliRunner().invoke(cli, ["record", "--check", result.stdout.strip()]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        ([], 1, "vllm-bench-chat-baseline.json: 16 requests, but"),
+        (["--check"], 2, "--prompts goes with --from"),
+    ],
+    ids=["mismatch-exits-1", "without-from-exits-2"],
+)
+def test_prompts_on_the_command_line(
+    tmp_path: Path, extra: list[str], code: int, message: str
+) -> None:
+    suite = suite_file(tmp_path, chat_lines()[:8])
+    spec = SPEC
+    pairs = [f"baseline={CHAT_BASE}", f"ngram={CHAT_NGRAM}"]
+    args = ["--from", "vllm-bench", *pairs] if not extra else [str(tmp_path / "r.yaml")]
+    options = ["--prompts", str(suite), "--spec", str(spec), "--records", str(tmp_path / "records")]
+    result = CliRunner().invoke(cli, ["record", *args, *extra, *options])
+    assert result.exit_code == code, result.output
+    first, *rest = result.stderr.splitlines()  # the problem on one line, then their count
+    assert message in first and rest == (["1 problem in 1 file(s)"] if code == 1 else [])
+    assert "Traceback" not in result.output and not (tmp_path / "records").exists()

@@ -1,0 +1,93 @@
+"""The other tools' result files the importers' tests read, and the changes the tests make to them.
+
+How the fixtures were made: tests/fixtures/imports/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbgen.kb.models import Hypothesis
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "imports"
+SPEC = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"
+BASE, NGRAM = FIXTURES / "vllm-bench-baseline.json", FIXTURES / "vllm-bench-ngram.json"
+CHAT_BASE = FIXTURES / "vllm-bench-chat-baseline.json"
+CHAT_NGRAM = FIXTURES / "vllm-bench-chat-ngram.json"
+GL_BASE = FIXTURES / "guidellm-baseline.json"
+GL_NGRAM = FIXTURES / "guidellm-ngram.json"
+PROMPTS = FIXTURES / "prompts.jsonl"  # the prompt file the chat runs sent
+# Real `vllm bench serve --dataset-name custom --disable-shuffle` pairs (baseline, n-gram) and
+# the prompt file they sent, one row per machine: another pair of result files is one more row
+# (tests/fixtures/imports/README.md says how each was made).
+BY_POSITION = [
+    pytest.param(CHAT_BASE, CHAT_NGRAM, PROMPTS, id="cpu-tiny-chat"),
+    pytest.param(
+        FIXTURES / "h200-vllm-bench-chat-baseline.json",
+        FIXTURES / "h200-vllm-bench-chat-ngram.json",
+        FIXTURES / "h200-prompts.jsonl",
+        id="h200-smollm2-chat",
+    ),
+]
+FASTER = Hypothesis(
+    statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
+)
+
+
+def changed(source: Path, into: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """`source` as `change` leaves it, written to `into` on one line, as the tools write."""
+    data = json.loads(source.read_text())
+    change(data)
+    into.write_text(json.dumps(data))
+    return into
+
+
+def set_at(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change setting the value at the dotted `key` (`ttfts.3`, `benchmarks.0.duration`)."""
+
+    def change(data: dict[str, Any]) -> None:
+        target, *path = key.split(".")
+        node: Any = data
+        for part in [target, *path][:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = [target, *path][-1]
+        node[int(last) if isinstance(node, list) else last] = value
+
+    return change
+
+
+def summary_only(path: Path, into: Path) -> Path:
+    """The vllm bench file at `path` without its per-request lists (no --save-detailed)."""
+    data = json.loads(path.read_text())
+    for key in (
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "latencies",
+        "start_times",
+        "queue_times",
+        "generated_texts",
+        "errors",
+    ):
+        data.pop(key, None)
+    into.write_text(json.dumps(data))
+    return into
+
+
+def chat_lines() -> list[str]:
+    """The lines of the prompt file the chat runs sent."""
+    return PROMPTS.read_text().splitlines()
+
+
+def suite_file(tmp_path: Path, lines: list[str]) -> Path:
+    """A prompt file of `lines`."""
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
