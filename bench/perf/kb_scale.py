@@ -95,11 +95,14 @@ def measure(n: int, broken: int, shape: str, where: str | None) -> dict[str, obj
         validate = [kbgen, "validate", "records"]
         render = [kbgen, "render", "--records", "records", "--docs", "docs"]
         figures["validate_cold"] = run([*validate, "--no-cache"], root)
+        figures["validate_filling_cache"] = run(validate, root)
+        figures["validate_warm"] = min(run(validate, root) for _ in range(3))
         figures["render_cold"] = run(render, root)
         figures["render_noop"] = min(run(render, root) for _ in range(3))
         one = next((root / "records").glob("2026-*-copy-*.yaml"))
         one.write_text(one.read_text().replace("title: ", "title: Again, ", 1))
         figures["render_one_changed"] = run(render, root)
+        figures["validate_one_changed"] = run(validate, root)
         figures["pages"] = sum(1 for _ in (root / "docs").rglob("*.md"))
         if broken:
             break_files(root / "records", broken)

@@ -1,8 +1,9 @@
-"""Time `kbgen diff` and `kbgen check` on a git repository of 10,000 synthetic records.
+"""Time `kbgen diff` and `kbgen check` on a git repository of 10,000 records as kbgen writes them.
 
-Usage: python bench/perf/review_10k.py [N]
+Usage: python bench/perf/review_10k.py [N | --quick]
 
-The repository's main branch holds N records; a branch changes 10 of them and adds 10. Prints
+The repository's main branch holds N copies of the example's records (`kb_scale.make_kb`, with
+their samples); a branch changes 10 of them and adds 10. Prints
 the wall time of the real commands (subprocesses, start-up included): `kbgen diff` of the
 branch against its fork point, in Markdown and JSON, and `kbgen check` cold (no cache) and
 again (render cache filled).
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from validate_10k import make_kb, timed  # noqa: E402
+from kb_scale import make_kb, run  # noqa: E402
 
 GIT = {
     "GIT_AUTHOR_NAME": "bench",
@@ -36,24 +37,28 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
+def timed(command: list[str], cwd: Path) -> float:
+    return run(command, cwd)[0]
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    quick = sys.argv[1:] == ["--quick"]
+    n = 30 if quick else int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     kbgen = str(Path(sys.executable).with_name("kbgen"))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         records = root / "records"
-        make_kb(records, n)
-        for path in records.glob("*.yaml"):  # reported figures: no samples file to lint for
-            path.write_text(path.read_text().replace("source: measured", "source: reported"))
+        make_kb(records, n, "mixed")
         git(root, "init", "-q", "-b", "main")
         subprocess.run([kbgen, "render"], cwd=root, check=True, capture_output=True)
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "main")
         git(root, "checkout", "-q", "-b", "change")
-        for path in sorted(records.glob("2026-*.yaml"))[:10]:
-            path.write_text(path.read_text().replace("mean: 46.4", "mean: 48.0"))
+        for path in sorted(records.glob("2026-*-copy-*.yaml"))[:10]:
+            text = path.read_text()
+            path.write_text(text.replace("title: ", "title: Again, ", 1))
             new = path.with_name(path.stem + "-rerun.yaml")
-            new.write_text(path.read_text().replace(f"id: {path.stem}", f"id: {new.stem}"))
+            new.write_text(text.replace(f"id: {path.stem}\n", f"id: {new.stem}\n", 1))
         subprocess.run([kbgen, "render"], cwd=root, check=True, capture_output=True)
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "change")
