@@ -3,7 +3,7 @@
 
 Run with the vLLM venv's python (it imports vllm bench's request function; kbgen from src/):
 
-    .vllm/venv/bin/python bench/perf/sse_parse_micro.py
+    .vllm/venv/bin/python bench/perf/sse_parse_micro.py [--quick]
 
 The end-to-end benchmark (`client_overhead.py`) includes aiohttp, the event loop and the kernel,
 which both clients share, and it is noisy on a shared machine. This isolates what differs: the
@@ -12,6 +12,7 @@ real `kbgen.bench.client.Client.stream` (through a `ReplayTransport`) and the re
 the same bytes — one 200-token vLLM completion stream from `fake_vllm.py` — k events per read
 (k = 1, 16, 200: from one event per TCP segment to a saturated client). It reports µs of thread
 CPU per event (best of interleaved trials), next to a bare `json.loads` of each event.
+`--quick` runs 2 trials instead of 60 (the test suite's run, so that it cannot rot).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def _sample() -> Sample:
 
 
 def main() -> None:
+    trials = 2 if sys.argv[1:] == ["--quick"] else 60
     models = Path(os.environ.get("KBGEN_VLLM_MODELS", REPO / ".vllm" / "models"))
     src = Source(str(models / "kbgen-tiny-llama"), " the", 16)  # the model id sets event size
     frames = src._build("completions", N)
@@ -103,12 +105,12 @@ def main() -> None:
             json.loads(event[6:])
 
     variants = [("kbgen", kbgen), ("vllm bench", vllm), ("json.loads only", json_only)]
-    print(f"µs of CPU per event (best of 60 interleaved trials), {N}-event completion streams")
+    print(f"µs of CPU per event (best of {trials} interleaved trials), {N}-event streams")
     print(f"{'events/read':<13}" + "".join(f"{name:>17}" for name, _ in variants))
     for k in (1, 16, 200):
         reads = [b"".join(events[i : i + k]) for i in range(0, len(events), k)]
         best = {name: float("inf") for name, _ in variants}
-        for _ in range(60):
+        for _ in range(trials):
             for name, fn in variants:
                 t = time.thread_time()
                 for _ in range(10):
