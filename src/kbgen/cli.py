@@ -175,11 +175,8 @@ def list_records(root: Path, stale: bool) -> None:
     header = ("ID", "STATUS", "VERDICT", "TITLE")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
-        click.echo(
-            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
-            + "  "
-            + row[3]
-        )
+        cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)]
+        click.echo("  ".join([*cells, row[3]]))
     for plan in sorted(base.plans.values(), key=lambda p: p.id):
         click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
 
