@@ -1,9 +1,11 @@
-"""The hand-written documentation: the CLI reference is current, complete and in the site's nav."""
+"""The documentation that describes code is generated from it and current: the CLI reference
+(complete, in the site's nav) and the README's parts that cog writes."""
 
 from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import click
 import pytest
@@ -14,12 +16,26 @@ from kbgen.cli import cli
 from tests.conftest import REPO
 
 CLI_REFERENCE = REPO / "docs" / "cli-reference.md"
+README = REPO / "README.md"
+GENERATED = [CLI_REFERENCE, README]  # every file with cog blocks: `cog -r` them all to regenerate
+REGENERATE = "cog -r " + " ".join(str(path.relative_to(REPO)) for path in GENERATED)
 
 
-def test_the_cli_reference_is_current(capsys: pytest.CaptureFixture[str]) -> None:
-    """The page is what cog writes from today's `--help` (`cog --check`, as CI would run it)."""
-    status = Cog().main(["cog", "--check", "--diff", "--verbosity=0", str(CLI_REFERENCE)])
-    assert status == 0, f"{capsys.readouterr().out}\nrun: cog -r docs/cli-reference.md"
+@pytest.mark.parametrize("path", GENERATED, ids=lambda path: path.name)
+def test_the_generated_text_is_current(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file is what cog writes from today's code (`cog --check`, as CI would run it): the
+    CLI reference from the real `--help`, the README's layout and rules from the modules."""
+    status = Cog().main(["cog", "--check", "--diff", "--verbosity=0", str(path)])
+    assert status == 0, f"{capsys.readouterr().out}\nrun: {REGENERATE}"
+
+
+def test_every_file_with_cog_blocks_is_checked() -> None:
+    found = {
+        path
+        for path in [*REPO.glob("*.md"), *(REPO / "docs").rglob("*.md")]
+        if "[[[cog" in path.read_text()
+    }
+    assert found == set(GENERATED)
 
 
 def test_the_cli_reference_documents_every_command() -> None:
