@@ -1,5 +1,6 @@
-"""How a window's requests are sent: at a concurrency, from this event loop or from several
-client processes, every finished sample handed to one callback in this process as it finishes.
+"""How a window's requests are sent at a concurrency: from this event loop or from client processes.
+
+Either way every finished sample is handed, as it finishes, to one callback in this process.
 
 One event loop ingests about 200k SSE chunks a second on a free core here
 (`bench/perf/client_overhead.py`); a fast GPU server at hundreds of streams can send more, and

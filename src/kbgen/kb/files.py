@@ -1,5 +1,4 @@
-"""The file-system edge: bounded reads, atomic writes, locks, free names, finding files, stat
-fingerprints, JSON reads.
+"""The file-system edge: bounded reads, atomic writes, locks, free names, file search, fingerprints.
 
 No YAML here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
 alone. Every input file is read through `read_regular`: a regular file (never a FIFO, a device

@@ -1,5 +1,4 @@
-"""A record's figures from its evidence: measurements per variant × class × metric, and the
-speculative-decoding statistics per variant.
+"""A record's figures from its evidence: measurements per variant × class × metric, spec decoding.
 
 Numbers are kept to `SIGNIFICANT` digits: enough to recompute, short enough to read. The
 speculative-decoding ratios are bench.metrics' own, applied to the counters summed over a
