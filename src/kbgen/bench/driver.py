@@ -1,16 +1,7 @@
 """`kbgen bench`: run an experiment spec against a real server, round by round, arm by arm.
 
-The arms run in `order`: with one round, baseline first; with `rounds` > 1, every round runs
-each arm once, round 0 in a seeded permutation and every next round in the reverse of the one
-before (AB BA AB …), so over an even number of rounds a linear drift cancels, and the arm that
-ends a round starts the next on the same server. Each (round, arm) is one measurement window:
-bring the server up with the arm's arguments (or reuse it), record what it is (`/version`,
-`/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt of every class
-`repeats` times (in an order shuffled per round) at the spec's concurrency while appending each
-finished request to the run folder and sampling how busy the machine is, scrape `/metrics`
-again, and cross-check the client's token count against the server's counter. A server that
-dies ends the run with a clear error and keeps every finished sample; `--resume` redoes only
-what has no successful sample yet, in the order run.json recorded.
+Each (round, arm) of `order` is one measurement window; `--resume` redoes only what has no
+successful sample yet. The order and a window's steps: docs/design.md, "The order of the arms".
 """
 
 from __future__ import annotations
@@ -196,7 +187,7 @@ async def run(
     run_totals = totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
         settings = folder.effective(name)
-        if settings is not None:  # summary.json as before for a server with no vLLM log
+        if settings is not None:  # left unset for a server with no vLLM log: nothing said
             variant_totals.effective = settings
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
@@ -309,7 +300,7 @@ class _Run:
                 model=model,
                 max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
-                **({"startup_s": startups} if startups else {}),  # run.json as before without
+                **({"startup_s": startups} if startups else {}),  # unset: no launch timed
             )
             self.events.variant_started(name, len(todo), launched)
             await self.warm_up(client, sender, name, model)
@@ -333,9 +324,9 @@ class _Run:
             after=after,
             load=load,
         )
-        if self.workload.rounds > 1:  # left unset in a run of one round: run.json as before
+        if self.workload.rounds > 1:  # unset in a run of one round, as on its samples
             measured.round = round_
-        if processes > 1:  # left unset for one: run.json as before
+        if processes > 1:  # unset for one: kbgen's own process
             measured.client_processes = processes
         info.windows.append(measured)
         meta = self.folder.meta()

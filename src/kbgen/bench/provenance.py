@@ -1,12 +1,7 @@
 """What a run measures on, found as it starts: the machine, the server's software, suite and code.
 
-The machine is its CPU and the GPUs nvidia-smi lists (memory, driver); the software, the Python,
-torch and CUDA of the server's own environment; the prompt suite, its path in the repository and
-its checksum; the code, kbgen's own commit and, apart, that of the repository the spec sits in.
-
-Each probe is a bounded subprocess whose failure is an unknown, never an error: a CPU machine
-has no nvidia-smi, a server started by a wrapper script has no Python kbgen can name, a Python
-without torch has no torch version. The parsers are pure functions of the probes' output.
+Each probe is a bounded subprocess whose failure is an unknown, never an error; the parsers are
+pure functions of the probes' output (docs/design.md, "What a run measured on").
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
 """A run folder, `runs/<run-id>/`: everything one `kbgen bench` measured, kept as it happens.
 
-    spec.yaml             the spec as run, secrets masked (a resume reads this copy)
-    run.json              what ran where: versions, models, launch commands, windows, status
-    samples.jsonl         one line per finished request, appended and flushed at once
-    metrics/*.prom        /metrics before and after each measurement window
-    logs/<variant>.log    the server's output, every launch of it, each after its `$ COMMAND` line
-    summary.json          per-variant totals, the client/server token cross-check, and what
-                          each server said it ran with (`bench.effective`, from its log)
-
-The two JSON files are read and written as `bench.run_models`' models; a file that does not
-fit them is an InvalidInput located at its line and field.
-
-No secret is written here (`kbgen.redact`): the spec copy, the JSON files, the error of a failed
-sample and the `/metrics` text are masked on their way in; the launchers mask the logs. A secret
-the spec writes out in full is therefore not in the copy, and a resume cannot send it: a spec
-that is to be resumed takes its secrets from the environment, as `${NAME}` references, which are
-copied as they are (`launch.check_environment`, by way of `driver.check_inputs`, refuses a resume
-that would send a mask).
-
-A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
-atomically. A line torn by a kill mid-write is dropped on reading (and counted: the record says
-how many) and its request is redone; the next append starts a line of its own after it. A torn
-line can only be the last line a run wrote, so a line that is not JSON is taken for one only
-there — at the end of the file, or where the next sample comes from a later attempt — and is an
-error anywhere else, as is a JSON line that is not a sample: never silently dropped.
-
-Every file is read inside the run folder (`files.read_regular`): a metrics path in run.json
-that leads out of it is refused, as is a FIFO or a device put in its place.
+Samples are appended and flushed line by line, run.json is replaced atomically, secrets are
+masked on their way in, and every file is read inside the folder. Its files, torn lines and
+secrets: docs/design.md, "The run folder".
 """
 
 from __future__ import annotations
