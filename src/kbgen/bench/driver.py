@@ -19,7 +19,7 @@ from kbgen import __version__
 from kbgen.bench import machine, metrics, prompts, provenance, senders
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
-from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
+from kbgen.bench.run_models import FORMAT, RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
@@ -75,11 +75,10 @@ Step = tuple[int, str]  # (round, arm): one measurement window
 def order(spec: ExperimentSpec) -> list[Step]:
     """The (round, arm) windows in the order they run.
 
-    One round: baseline first (the order of runs before rounds existed). More: round 0 a
-    permutation of the arms seeded by `order_seed`, each next round the reverse of the one
-    before: over an even number of rounds every arm's mean position in time is the same (a
-    linear drift cancels), and the arm that ends a round starts the next on the server already
-    running.
+    One round: baseline first. More: round 0 a permutation of the arms seeded by `order_seed`,
+    each next round the reverse of the one before: over an even number of rounds every arm's
+    mean position in time is the same (a linear drift cancels), and the arm that ends a round
+    starts the next on the server already running.
     """
     arms = baseline_first(spec.baseline, spec.variants)
     rounds = spec.workload.rounds
@@ -149,6 +148,7 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
     hardware, driver = provenance.local_hardware(label) if local else (None, None)
     suite, digest = provenance.suite(Path(spec.workload.prompts), spec_path)
     return RunMeta(
+        format=FORMAT,
         spec_id=spec.id,
         status="running",
         started=_now(),
@@ -211,7 +211,7 @@ def check_inputs(
     folder that fails leaves no trace: no run folder, nothing changed."""
     if folder is not None:
         rounds = range(spec.workload.rounds)
-        for i, (round_, arm) in enumerate(folder.meta().order or []):
+        for i, (round_, arm) in enumerate(folder.meta().order):
             if arm not in spec.variants or round_ not in rounds:
                 what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
@@ -221,13 +221,6 @@ def check_inputs(
     check_requests(spec, suite, path)
     check_environment(spec, path)
     return suite
-
-
-def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
-    """The order run.json recorded; a folder from before rounds existed: `order(spec)`."""
-    if meta.order is None:
-        return order(spec)
-    return list(meta.order)
 
 
 class _Run:
@@ -252,7 +245,7 @@ class _Run:
 
     async def all_windows(self) -> None:
         done = {_key(s) for s in self.folder.samples() if s.ok}
-        steps = recorded_order(self.spec, self.folder.meta())
+        steps = list(self.folder.meta().order)  # a resume keeps the order the run began with
         keys = plan(self.spec, self.suite, steps)
         rounds = self.workload.rounds
         announced = -1
