@@ -1,23 +1,8 @@
 """The one secrets policy: what a secret is, and its value masked wherever kbgen writes or prints.
 
-A value is secret by its **name** — of an option, environment variable, JSON/YAML key, header or
-`NAME=value` assignment — when a word of the name says so (`is_secret_name`): token or key as the
-last word (`HF_TOKEN`, `--hf-token`, `X-Auth-Token`, `--api-key`, `ACCESS_KEY`, `X-Api-Key`; not
-`--max-num-batched-tokens`, `--long-prefill-token-threshold`, `eos_token_id`, `--tokenizer`),
-password, passwd, pwd, pass (last), secret, credential(s), auth, authorization, cookie, session
-(last), dsn, pat (`GITHUB_PAT`), signature. Or by its **shape**: the tokens detect-secrets' plugins
-know (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, PyPI, SendGrid, Twilio, …), `sk-…` and
-`hf_…` keys, the credential after `Bearer `, the password of a URL (`postgres://u:***@h/db`: the
-scheme, user and host stay) and the body of a PEM private key. detect-secrets is imported here
-and nowhere else, and only when a text first needs it.
-
-Four ways in, by what is redacted: `args` (a command line: `--opt value`, `--opt=value`,
-`NAME=value`), `env` (an environment), `data` (a JSON-like tree: the spec copy, run.json, a
-record; JSON inside a string is parsed, masked at any depth and written back) and `text` (free
-text: a log line, an error message, a shell string such as `sh -c '…'`, a URL, a header). A masked
-value becomes MASK in place: its name stays (a reader sees that a key was set) and nothing else
-moves or goes. A reference to the environment (`${HF_TOKEN}`, `$HF_TOKEN`) is not a secret and is
-kept: a spec can take its secrets from the environment and still be copied and resumed.
+A value is secret by its name or its shape; `args`, `env`, `data` and `text` mask it in place
+as `MASK`, its name kept, and keep `${NAME}` references. The names and shapes: docs/design.md,
+"Secrets".
 """
 
 from __future__ import annotations

@@ -27,15 +27,19 @@ def a_meta(**changes: Any) -> RunMeta:
     return RunMeta.model_validate({**A_META, **changes})
 
 
-A_META: dict[str, Any] = {  # run.json of a new run, as bench.driver.new_meta writes it
+A_META: dict[str, Any] = {  # run.json of a new run: what bench.driver.new_meta always writes
+    "format": 1,
     "spec_id": "ngram-vs-baseline",
     "status": "running",
     "started": "2025-01-02T03:04:05+00:00",
     "tool": "kbgen 0.1.0",
+    "kbgen": {"version": "0.1.0"},
     "git_sha": None,
     "hardware": None,
+    "prompt_suite": "bench/prompts/seed.jsonl",
     "attempts": 1,
     "variants": {},
+    "order": [[0, "baseline"], [0, "ngram"]],
 }
 
 
@@ -146,7 +150,7 @@ def test_meta_round_trips_and_update_merges(tmp_path: Path) -> None:
     finished = folder.update_meta(status="complete", attempts=3, finished="2025-01-02T04:00:00")
     on_disk = json.loads((folder.path / "run.json").read_text())
     assert on_disk == {**A_META, "status": "complete", "attempts": 3, "finished": finished.finished}
-    assert list(on_disk)[-1] == "finished"  # after the variants, where the old code put it
+    assert list(on_disk) == [name for name in RunMeta.model_fields if name in on_disk]
 
 
 @pytest.mark.parametrize(
@@ -156,15 +160,15 @@ def test_meta_round_trips_and_update_merges(tmp_path: Path) -> None:
         ("[1, 2]", r"run\.json:1: expected a JSON object"),
         (
             json.dumps({**A_META, "attempts": "two"}, indent=2),
-            r"run\.json:8: attempts: Input should be a valid integer",
+            r"run\.json:13: attempts: Input should be a valid integer",
         ),
         (
             json.dumps({**A_META, "status": "paused"}, indent=2),
-            r"run\.json:3: status: Input should be 'running', 'complete'",
+            r"run\.json:4: status: Input should be 'running', 'complete'",
         ),
         (
             json.dumps({**A_META, "variants": {"a": {**A_VARIANT, "model": 3}}}, indent=2),
-            r"run\.json:16: variants\.a\.model: Input should be a valid string$",
+            r"run\.json:21: variants\.a\.model: Input should be a valid string$",
         ),
         (
             json.dumps({k: v for k, v in A_META.items() if k != "tool"}, indent=2),
@@ -181,6 +185,34 @@ def test_a_broken_run_json_is_invalid_input_at_its_line_and_field(
     with pytest.raises(InvalidInput, match=match) as info:
         folder.meta()
     assert str(info.value).startswith(str(folder.path / "run.json"))
+
+
+@pytest.mark.parametrize(
+    ("format", "line", "said"),
+    [
+        (None, "", "missing: the folder was written by a kbgen from before run-folder formats"),
+        (0, ":2", "0: the folder was written by an older kbgen"),
+        (2, ":2", "2: not a run-folder format this kbgen knows (a newer kbgen?)"),
+        ("1", ":2", '"1": not a run-folder format this kbgen knows (a newer kbgen?)'),
+        (True, ":2", "true: not a run-folder format this kbgen knows (a newer kbgen?)"),
+    ],
+    ids=["missing", "older", "newer", "a-string", "a-boolean"],
+)
+def test_a_folder_of_another_format_is_refused_in_one_line(
+    tmp_path: Path, format: object, line: str, said: str
+) -> None:
+    """Before anything else is read: an old folder would fail on fields it never had."""
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    written = {**A_META, "format": format} if format is not None else A_META
+    old = {k: v for k, v in written.items() if format is not None or k != "format"}
+    del old["kbgen"], old["order"]  # what an older folder lacks: no problem of its own
+    (folder.path / "run.json").write_text(json.dumps(old, indent=2))
+    with pytest.raises(InvalidInput) as info:
+        folder.meta()
+    assert str(info.value) == (
+        f"{folder.path / 'run.json'}{line}: format: {said}; this kbgen reads format 1 only: make "
+        "the record with the kbgen that wrote the folder, or run the experiment again"
+    )
 
 
 def test_samples_are_readable_as_soon_as_appended(tmp_path: Path) -> None:

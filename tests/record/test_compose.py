@@ -61,10 +61,11 @@ def test_no_secret_reaches_the_record(tmp_path: Path, records: Path) -> None:
     assert "--api-key\n    - '***'" in text and "--hf-token=***" in text
 
 
-def test_a_run_folder_from_before_redaction_gives_a_record_without_secrets(
+def test_a_run_folder_holding_secrets_gives_a_record_without_them(
     tmp_path: Path, records: Path
 ) -> None:
-    """A folder written verbatim (an older kbgen): the record and its samples mask what it holds."""
+    """A folder with secrets in the clear (copied in by hand): the record and its samples mask
+    what it holds."""
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, failures=1)
     (run / "spec.yaml").write_text(yaml.safe_dump(SPEC))
     samples = run / "samples.jsonl"
@@ -128,9 +129,10 @@ def test_an_unfinished_run_is_refused(tmp_path: Path, records: Path) -> None:
     assert result.exit_code == 2 and "kbgen bench --resume" in result.stderr
 
 
-def test_a_run_folder_written_before_the_models_becomes_a_record(tmp_path: Path) -> None:
-    old = Path(__file__).parents[1] / "fixtures" / "run-folders" / "fake-two-attempts"
-    record, evidence = compose.from_run(RunFolder.open(old), "old-run")
+def test_a_run_folder_of_two_attempts_becomes_a_record(tmp_path: Path) -> None:
+    """The run folder kbgen bench wrote (tests/fixtures/run-folders): a failure, then a resume."""
+    run = Path(__file__).parents[1] / "fixtures" / "run-folders" / "fake-two-attempts"
+    record, evidence = compose.from_run(RunFolder.open(run), "two-attempts")
     assert record.config.engine.version == "0.32.0" and record.config.model.name == "fake"
     assert record.provenance is not None and record.provenance.git_sha is not None
     assert record.config.hardware.model_dump(exclude_unset=True) == {}  # none in run.json
@@ -193,7 +195,7 @@ def test_the_record_keeps_each_arm_s_effective_settings_and_their_confound(
 def test_a_run_without_logs_has_no_effective_settings(tmp_path: Path, records: Path) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
     text = command.record_run(run, records).read_text()
-    assert "effective:" not in text and "startup_s:" not in text  # the record as before
+    assert "effective:" not in text and "startup_s:" not in text  # nothing said, nothing timed
 
 
 def test_start_up_time_from_a_slow_server_reaches_the_record_and_its_page(
@@ -277,13 +279,8 @@ CHECKOUT = {"version": "0.1.0", "commit": KBGEN_SHA, "commit_from": "checkout", 
             {"kbgen": {"version": "0.1.0"}},
             [compose.NO_GIT, compose.NO_KBGEN_COMMIT],
         ),
-        (  # a run folder from before kbgen named its own commit: the spec's alone
-            {"git_sha": SPEC_SHA},
-            {"git_sha": SPEC_SHA},
-            [],
-        ),
     ],
-    ids=["spec-elsewhere", "same-checkout", "vcs-install", "nothing-known", "older-folder"],
+    ids=["spec-elsewhere", "same-checkout", "vcs-install", "nothing-known"],
 )
 def test_the_record_names_kbgen_s_commit_and_the_spec_s(
     tmp_path: Path,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from kbgen.bench.run_models import RunMeta, RunStatus, VariantRun
+from kbgen.bench.run_models import FORMAT, RunMeta, RunStatus, VariantRun
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 
@@ -118,14 +118,18 @@ def make_run(
     rng = random.Random(5)
     meta = RunMeta.model_validate(
         {
+            "format": FORMAT,
             "spec_id": "synthetic",
             "status": "running",
             "started": "2026-11-29T10:15:00+00:00",
             "tool": "kbgen 0.1.0",
+            "kbgen": {"version": "0.1.0", "commit": "c0" * 20, "commit_from": "checkout"},
             "git_sha": "abc",
             "hardware": {"cpu": "Test CPU", "cpu_count": 2, "host": "box"},
+            "prompt_suite": "bench/prompts/seed.jsonl",
             "attempts": 1,
             "variants": {},
+            "order": [[0, variant] for variant in rates],
         }
     )
     folder = RunFolder.create(root, "synthetic", yaml.safe_dump(SPEC), meta)

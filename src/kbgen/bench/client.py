@@ -1,21 +1,8 @@
 """HTTP to an OpenAI-compatible LLM server (vLLM); the only module that speaks HTTP.
 
-`Client` streams completions and chat completions and timestamps every chunk with
-`perf_counter_ns` as it arrives; it fetches `/health`, `/version`, `/v1/models` and the `/metrics`
-text. It reaches the server through a `Transport` (the seam httpx calls a transport):
-`AiohttpTransport` by default, `ReplayTransport` to answer from memory in tests and
-micro-benchmarks. aiohttp, because it is what `vllm bench serve` uses and ingests SSE about 1.5×
-faster than httpx here (43k vs 27k chunks/s from a local source): the client must not become the
-bottleneck it is measuring.
-
-Every request's generated text is hashed as it streams (SHA-256, its first 16 hex digits kept as
-`Sample.output_hash`), so the analysis can tell whether two arms generated the same output.
-
-A failed request — an HTTP error, a dropped or stalled stream, a malformed event (one that is
-not the shape `Event` says: usage counts that are not non-negative integers, or that fall), an
-error event from the server — comes back as a Sample with `error` set, never as an exception and
-never as a silently shortened success. What `/v1/models` and `/version` answer is validated too
-(`Models`, `Version`): an answer kbgen cannot use is a ServerError that says why.
+`Client` streams completions and chats, stamping every chunk as it arrives, through a
+`Transport` (aiohttp, or `ReplayTransport` in tests); a failed request is a sample with `error`
+set, never an exception. Why aiohttp, and more: docs/design.md, "The client".
 """
 
 from __future__ import annotations
@@ -427,7 +414,7 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                     event = None  # told apart below, off the hot path
                 if event is None:
                     payload = raw.decode("utf-8", errors="replace")
-                    try:  # bytes that are not UTF-8 read as before, with U+FFFD in their place
+                    try:  # bytes that are not UTF-8 are read with U+FFFD in their place
                         event = _EVENT.validate_json(payload)
                     except ValidationError as exc:
                         sample.error = (

@@ -1,16 +1,7 @@
 """`kbgen bench`: run an experiment spec against a real server, round by round, arm by arm.
 
-The arms run in `order`: with one round, baseline first; with `rounds` > 1, every round runs
-each arm once, round 0 in a seeded permutation and every next round in the reverse of the one
-before (AB BA AB …), so over an even number of rounds a linear drift cancels, and the arm that
-ends a round starts the next on the same server. Each (round, arm) is one measurement window:
-bring the server up with the arm's arguments (or reuse it), record what it is (`/version`,
-`/v1/models`, the launch command), warm up, scrape `/metrics`, send every prompt of every class
-`repeats` times (in an order shuffled per round) at the spec's concurrency while appending each
-finished request to the run folder and sampling how busy the machine is, scrape `/metrics`
-again, and cross-check the client's token count against the server's counter. A server that
-dies ends the run with a clear error and keeps every finished sample; `--resume` redoes only
-what has no successful sample yet, in the order run.json recorded.
+Each (round, arm) of `order` is one measurement window; `--resume` redoes only what has no
+successful sample yet. The order and a window's steps: docs/design.md, "The order of the arms".
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ from kbgen import __version__
 from kbgen.bench import machine, metrics, prompts, provenance, senders
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
-from kbgen.bench.run_models import RunMeta, RunTotals, VariantRun, VariantTotals, Window
+from kbgen.bench.run_models import FORMAT, RunMeta, RunTotals, VariantRun, VariantTotals, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
@@ -84,11 +75,10 @@ Step = tuple[int, str]  # (round, arm): one measurement window
 def order(spec: ExperimentSpec) -> list[Step]:
     """The (round, arm) windows in the order they run.
 
-    One round: baseline first (the order of runs before rounds existed). More: round 0 a
-    permutation of the arms seeded by `order_seed`, each next round the reverse of the one
-    before: over an even number of rounds every arm's mean position in time is the same (a
-    linear drift cancels), and the arm that ends a round starts the next on the server already
-    running.
+    One round: baseline first. More: round 0 a permutation of the arms seeded by `order_seed`,
+    each next round the reverse of the one before: over an even number of rounds every arm's
+    mean position in time is the same (a linear drift cancels), and the arm that ends a round
+    starts the next on the server already running.
     """
     arms = baseline_first(spec.baseline, spec.variants)
     rounds = spec.workload.rounds
@@ -158,6 +148,7 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
     hardware, driver = provenance.local_hardware(label) if local else (None, None)
     suite, digest = provenance.suite(Path(spec.workload.prompts), spec_path)
     return RunMeta(
+        format=FORMAT,
         spec_id=spec.id,
         status="running",
         started=_now(),
@@ -196,7 +187,7 @@ async def run(
     run_totals = totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
         settings = folder.effective(name)
-        if settings is not None:  # summary.json as before for a server with no vLLM log
+        if settings is not None:  # left unset for a server with no vLLM log: nothing said
             variant_totals.effective = settings
     folder.write_totals(run_totals)
     folder.update_meta(status="complete", finished=_now())
@@ -220,7 +211,7 @@ def check_inputs(
     folder that fails leaves no trace: no run folder, nothing changed."""
     if folder is not None:
         rounds = range(spec.workload.rounds)
-        for i, (round_, arm) in enumerate(folder.meta().order or []):
+        for i, (round_, arm) in enumerate(folder.meta().order):
             if arm not in spec.variants or round_ not in rounds:
                 what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
@@ -230,13 +221,6 @@ def check_inputs(
     check_requests(spec, suite, path)
     check_environment(spec, path)
     return suite
-
-
-def recorded_order(spec: ExperimentSpec, meta: RunMeta) -> list[Step]:
-    """The order run.json recorded; a folder from before rounds existed: `order(spec)`."""
-    if meta.order is None:
-        return order(spec)
-    return list(meta.order)
 
 
 class _Run:
@@ -261,7 +245,7 @@ class _Run:
 
     async def all_windows(self) -> None:
         done = {_key(s) for s in self.folder.samples() if s.ok}
-        steps = recorded_order(self.spec, self.folder.meta())
+        steps = list(self.folder.meta().order)  # a resume keeps the order the run began with
         keys = plan(self.spec, self.suite, steps)
         rounds = self.workload.rounds
         announced = -1
@@ -309,7 +293,7 @@ class _Run:
                 model=model,
                 max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
-                **({"startup_s": startups} if startups else {}),  # run.json as before without
+                **({"startup_s": startups} if startups else {}),  # unset: no launch timed
             )
             self.events.variant_started(name, len(todo), launched)
             await self.warm_up(client, sender, name, model)
@@ -333,9 +317,9 @@ class _Run:
             after=after,
             load=load,
         )
-        if self.workload.rounds > 1:  # left unset in a run of one round: run.json as before
+        if self.workload.rounds > 1:  # unset in a run of one round, as on its samples
             measured.round = round_
-        if processes > 1:  # left unset for one: run.json as before
+        if processes > 1:  # unset for one: kbgen's own process
             measured.client_processes = processes
         info.windows.append(measured)
         meta = self.folder.meta()

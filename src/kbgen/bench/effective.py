@@ -1,29 +1,7 @@
 """What a vLLM server ran with, read from its log: arguments, engine config, choices, warnings.
 
-The arguments kbgen gives are not all a server runs with: vLLM turns settings off or falls back
-by itself, and says so only in its log. Read from one variant's log (every launch of it, every
-process, each thing once), these lines (vLLM 0.26.0 / 0.32.0 source locations):
-
-- `non-default args: {...}` (`entrypoints/serve/utils/api_utils.py:273` / `:286`,
-  `log_non_default_args`): a Python dict repr, read with `ast.literal_eval`.
-- `Initializing a V1 LLM engine (v0.26.0) with config: model=..., speculative_config=..., ...`
-  (`v1/engine/core.py:117` / `:134`; the pairs are `VllmConfig.__str__`, `config/vllm.py:2090`
-  / `:2703`): its pairs with plain values, the speculative config, and the compilation config's
-  `mode` and `cudagraph_mode`. (Of both, the model's name and paths, the host and the port are
-  left out: they name the server, not how it runs.)
-- What the engine chose (`behaviour`): `async_scheduling` from `Asynchronous scheduling is
-  enabled.`/`disabled.` (0.26 `config/vllm.py:1110`; 0.32 does not log it) and from `Async
-  scheduling not supported with ngram-based speculative decoding and will be disabled.` and
-  the other `Async scheduling … will be / is disabled` warnings (`config/vllm.py:1078` /
-  `:1606`); `model_runner` V2 from `Using V2 Model Runner` (0.26 `v1/worker/gpu_worker.py:378`;
-  0.32 `v1/worker/cpu_worker.py:162`), V1 from `Model Runner V2 does not yet support …; using
-  the V1 model runner instead.` and `Model Runner V2 requires Triton; using the V1 model runner
-  instead.` (`config/vllm.py:585`, `:578` / `:733`, `:726`).
-- WARNING lines that change behaviour: something not supported, not compatible, disabled,
-  ignored, overridden, a fallback or something used instead.
-
 Pure: log lines in, `EffectiveSettings` out; a line that does not parse is skipped, never an
-error (a log is the server's, not the user's).
+error. The lines read, with vLLM's source locations: docs/design.md, "What the server said".
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """Bringing a server up for a variant, and down again: the external, process and command launchers.
 
-`process` starts the exact command the spec gives (vLLM's own `vllm serve`, or a wrapper) with the
-variant's arguments appended, keeps its output in the run folder, waits for `/health` as long as
-the spec allows (a large model loads for an hour), fails fast when the process exits, and stops
-its whole process group — the engine's workers included — with SIGTERM, then SIGKILL. A server
-that fails is named in one line by the first error any of its processes wrote (`why`), with the
-log's path; the log keeps the rest. A launch is timed until the server answers healthy. A
-variant whose arguments equal the running server's reuses it (`command`: one whose start
-command equals the one that ran).
-
-Secrets stay out of what kbgen keeps and prints: the command line written to the log and to
-run.json is redacted, and so is every line of the server's output on its way into the log (vLLM
-logs its non-default arguments, an API key among them). A spec can take its secrets from the
-environment: `${NAME}` in a process server's command, model, arguments and environment, and in a
-server's URL, is replaced by the variable's value only when the server is started or reached,
-so the spec, its copy in the run folder and the record keep the reference. (A `command`
-launcher's shell expands `$NAME` in its start and stop commands itself; a server such a command
-leaves running in the background should send its output to a file of its own: what it writes
-to kbgen reaches the log only while kbgen runs.)
+Command lines and server output are redacted on their way into the log and run.json, and a
+`${NAME}` is replaced by its value only when a server is started or reached. How each launcher
+behaves: docs/design.md, "Launchers".
 """
 
 from __future__ import annotations

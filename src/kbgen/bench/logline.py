@@ -1,14 +1,7 @@
 """The anatomy of a line of a server's log as kbgen keeps it: which process wrote it, at what level.
 
-vLLM runs several processes (the API server, the engine core, its workers) whose output reaches
-one pipe, each line prefixed with the process's name and pid (`(EngineCore pid=2190) `, vLLM's
-`utils/system_utils.py` `_add_prefix`), then, for a log record, its level, time and place
-(`WARNING 12-01 10:49:12 [vllm.py:1605] `, vLLM's `logging_utils/formatter.py`, which repeats the
-prefix on every line of a multi-line record such as a traceback). Uvicorn writes `INFO:     …`.
-Anything else (a Python traceback printed by the interpreter, a progress bar) is a line of its
-own process-less output. kbgen's launchers start every launch with a `$ COMMAND` line.
-
-Parsing is pure and never fails: a line that fits no pattern is its own message.
+Parsing is pure and never fails: a line that fits no pattern is its own message. vLLM's line
+formats: docs/design.md, "What the server said".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Server-side truth from vLLM's Prometheus `/metrics`: counter deltas over a window.
 
-Parsed with prometheus_client's text parser, never by hand. Counters are summed over label sets
-(vLLM labels each engine) after filtering on `model_name`; the window's delta is after − before.
-From the deltas come the speculative-decoding figures vLLM itself logs: acceptance rate
-(accepted / drafted), mean acceptance length (1 + accepted / drafts, bonus token included) and
-the acceptance rate at each draft position (accepted at position i / drafts). A window's
-figures are a `Counters`, as summary.json and a record's samples file keep them.
+Parsed with prometheus_client's text parser, never by hand; the speculative-decoding figures
+are those vLLM itself logs (docs/design.md, "The server's own figures").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Prompt suites: JSONL files with one `{"class": ..., "prompt": ...}` object per line.
 
-The repository's suite (`bench/prompts/seed.jsonl`) holds the reference experiment's three
-classes — coding, math, explanatory; a user's own file has the same shape. Lines are kept in file
-order, so a suite is deterministic: the same spec sends the same prompts in the same order.
-A suite is read as any input file is (`files.read_regular`): a regular file, at most
-`MAX_BYTES`, so a FIFO or a device named as the suite is an error, not a hang.
+Lines are kept in file order, so the same spec sends the same prompts in the same order; a suite
+is read as any input file is (`files.read_regular`: a regular file, at most `MAX_BYTES`).
 """
 
 from __future__ import annotations

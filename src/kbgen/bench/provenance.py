@@ -1,12 +1,7 @@
-"""What a run measured on, as `kbgen bench` finds it when the run starts: the machine (CPU, and
-the GPUs nvidia-smi lists, with their memory and driver), the software of the server's own
-environment (its Python, torch and the CUDA torch was built for), the prompt suite (its path
-inside the repository and its checksum), and the code — kbgen's own commit, and separately the
-commit of the repository the spec sits in.
+"""What a run measures on, found as it starts: the machine, the server's software, suite and code.
 
-Each probe is a bounded subprocess whose failure is an unknown, never an error: a CPU machine
-has no nvidia-smi, a server started by a wrapper script has no Python kbgen can name, a Python
-without torch has no torch version. The parsers are pure functions of the probes' output.
+Each probe is a bounded subprocess whose failure is an unknown, never an error; the parsers are
+pure functions of the probes' output (docs/design.md, "What a run measured on").
 """
 
 from __future__ import annotations

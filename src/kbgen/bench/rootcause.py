@@ -1,14 +1,7 @@
 """Why a server failed, in one line: the first error any of its processes wrote.
 
-A vLLM server that dies at start says so last in its API server's traceback (`RuntimeError:
-Engine core initialization failed. See root cause above.`, vLLM's `v1/engine/utils.py`); the
-cause is higher up, in the engine core's or a worker's output (`ModuleNotFoundError: No module
-named 'flashinfer'`), 40 lines or more above the end. So the cause named is the first error
-event of the launch, in the order written: an ERROR (or CRITICAL) line, or a Python traceback,
-named by its exception line (the first one of a chain: Python prints the original exception
-first). An ERROR record followed by its own traceback (`logger.exception("EngineCore failed to
-start.")`) is one event, named by the exception. Processes write at once, so a traceback is
-followed per process. Pure: lines in, text out.
+Pure: log lines in, text out. Why the first error and not the last: docs/design.md, "What the
+server said".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The run folder's JSON files as models: `run.json` (`RunMeta`) and `summary.json` (`RunTotals`).
 
-They are written in field order and as set — a field not given is not written
-(`model_dump(exclude_unset=True)`) — so a file read and written back keeps its keys, their order
-and its bytes, and a folder written before these models existed still loads. The counter
-windows inside summary.json are bench.metrics' `Counters`.
+Written in field order and as set (`model_dump(exclude_unset=True)`), so a file read and
+written back keeps its bytes. run.json carries the folder's `format`, which readers check first.
 """
 
 from __future__ import annotations
@@ -18,6 +16,12 @@ from kbgen.kb.models import EffectiveSettings, Hardware, KbgenBuild, Model, Soft
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+# The format of a whole run folder (every file in it, not run.json alone), kept in its run.json.
+# Bump it when kbgen writes a folder that this code would misread or that lacks what it needs,
+# and keep reading the formats before only on purpose: `runs.RunFolder.meta` refuses the rest.
+RunFormat = Literal[1]
+FORMAT: RunFormat = 1
 
 
 class Window(Model):
@@ -65,14 +69,17 @@ class VariantRun(Model):
 class RunMeta(Model):
     """`run.json`: what ran where, and how far the run got."""
 
+    format: RunFormat = Field(
+        description="The run folder's format (`FORMAT` when kbgen writes it); a kbgen reads "
+        "only the formats it knows.",
+        examples=[1],
+    )
     spec_id: str = Field(description="The experiment spec's id.")
     status: RunStatus = Field(description="Where the run is; `kbgen record` needs `complete`.")
     started: str = Field(description="When the run was created (UTC, ISO 8601, to the second).")
     tool: str = Field(description="The kbgen that created it.", examples=["kbgen 0.1.0"])
-    kbgen: KbgenBuild | None = Field(
-        default=None,
-        description="The kbgen whose code ran it, with its commit where one is known (absent: "
-        "a folder written before kbgen recorded it).",
+    kbgen: KbgenBuild = Field(
+        description="The kbgen whose code ran it, with its commit where one is known."
     )
     git_sha: str | None = Field(
         description="HEAD of the git repository the spec sat in (without a spec path, the "
@@ -84,7 +91,7 @@ class RunMeta(Model):
     spec_in_kbgen_checkout: Bool | None = Field(
         default=None,
         description="Whether the spec sat in the checkout kbgen's code ran from (the same "
-        "commit, named twice); None without a spec commit, or in an older folder.",
+        "commit, named twice); None without a spec commit.",
     )
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."
@@ -93,8 +100,8 @@ class RunMeta(Model):
         default=None, description="kbgen's version, and the server's Python, torch and CUDA."
     )
     host_label: str | None = Field(default=None, description="The spec's host_label, masked.")
-    prompt_suite: str | None = Field(
-        default=None, description="The prompt suite's path from the top of the spec's repository."
+    prompt_suite: str = Field(
+        description="The prompt suite's path from the top of the spec's repository."
     )
     prompt_suite_sha256: str | None = Field(
         default=None, description="The sha256 of the prompt suite's bytes."
@@ -104,10 +111,9 @@ class RunMeta(Model):
     finished: str | None = Field(
         default=None, description="When the run completed (UTC, ISO 8601); absent until then."
     )
-    order: list[tuple[Int, str]] | None = Field(
-        default=None,
+    order: list[tuple[Int, str]] = Field(
         description="The measurement windows as [round, variant], in the order they run (a "
-        "resume keeps it); absent in a folder written before rounds existed (baseline first).",
+        "resume keeps it).",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
     )
     order_seed: Int | None = Field(

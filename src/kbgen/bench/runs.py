@@ -1,48 +1,25 @@
 """A run folder, `runs/<run-id>/`: everything one `kbgen bench` measured, kept as it happens.
 
-    spec.yaml             the spec as run, secrets masked (a resume reads this copy)
-    run.json              what ran where: versions, models, launch commands, windows, status
-    samples.jsonl         one line per finished request, appended and flushed at once
-    metrics/*.prom        /metrics before and after each measurement window
-    logs/<variant>.log    the server's output, every launch of it, each after its `$ COMMAND` line
-    summary.json          per-variant totals, the client/server token cross-check, and what
-                          each server said it ran with (`bench.effective`, from its log)
-
-The two JSON files are read and written as `bench.run_models`' models; a file that does not
-fit them is an InvalidInput located at its line and field.
-
-No secret is written here (`kbgen.redact`): the spec copy, the JSON files, the error of a failed
-sample and the `/metrics` text are masked on their way in; the launchers mask the logs. A secret
-the spec writes out in full is therefore not in the copy, and a resume cannot send it: a spec
-that is to be resumed takes its secrets from the environment, as `${NAME}` references, which are
-copied as they are (`launch.check_environment`, by way of `driver.check_inputs`, refuses a resume
-that would send a mask).
-
-A kill loses nothing that finished: samples are flushed line by line and run.json is replaced
-atomically. A line torn by a kill mid-write is dropped on reading (and counted: the record says
-how many) and its request is redone; the next append starts a line of its own after it. A torn
-line can only be the last line a run wrote, so a line that is not JSON is taken for one only
-there — at the end of the file, or where the next sample comes from a later attempt — and is an
-error anywhere else, as is a JSON line that is not a sample: never silently dropped.
-
-Every file is read inside the run folder (`files.read_regular`): a metrics path in run.json
-that leads out of it is refused, as is a FIFO or a device put in its place.
+Samples are appended and flushed line by line, run.json is replaced atomically, secrets are
+masked on their way in, every file is read inside the folder, and a folder of another `format`
+is refused. Its files, format, torn lines and secrets: docs/design.md, "The run folder".
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from pydantic import ValidationError
 
 from kbgen import redact
 from kbgen.bench import effective, logline, metrics
-from kbgen.bench.run_models import RunMeta, RunStatus, RunTotals
+from kbgen.bench.run_models import FORMAT, RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
 from kbgen.kb import files, store
@@ -107,7 +84,11 @@ class RunFolder:
     # --- run.json ------------------------------------------------------------------------
 
     def meta(self) -> RunMeta:
-        return _read(self.path / "run.json", RunMeta)
+        """run.json; a folder of a format this kbgen does not read is one problem, at `format`."""
+        path = self.path / "run.json"
+        data = files.read_json(path, inside=self.path)
+        _check_format(path, data)
+        return _validated(path, data, RunMeta)
 
     def write_meta(self, meta: RunMeta) -> None:
         files.write_atomic(self.path / "run.json", _json(meta))
@@ -241,9 +222,32 @@ def _redacted_spec(text: str) -> str:
     return store.dump(tree)
 
 
-def _read(path: Path, model: type[M]) -> M:
+def _check_format(path: Path, data: dict[str, Any]) -> None:
+    """InvalidInput, one problem, unless run.json's `format` is the one this kbgen reads."""
+    found = data.get("format")
+    if found == FORMAT and type(found) is int:
+        return
+    if "format" not in data:
+        said = "missing: the folder was written by a kbgen from before run-folder formats"
+    elif type(found) is int and found < FORMAT:
+        said = f"{found}: the folder was written by an older kbgen"
+    else:
+        said = f"{json.dumps(found)}: not a run-folder format this kbgen knows (a newer kbgen?)"
+    message = (
+        f"{said}; this kbgen reads format {FORMAT} only: make the record with the kbgen that "
+        "wrote the folder, or run the experiment again"
+    )
+    problem = Problem(path, None, "format", message)
+    if "format" in data:
+        from kbgen.kb.problems import located  # YAML positions, only when there is a fault
+
+        with contextlib.suppress(KbgenError):
+            problem = located(path, ["format"], message)
+    raise InvalidInput([problem])
+
+
+def _validated(path: Path, data: dict[str, Any], model: type[M]) -> M:
     """A JSON file of the run folder as `model`; InvalidInput located at its line and field."""
-    data = files.read_json(path, inside=path.parent)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

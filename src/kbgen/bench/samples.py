@@ -1,12 +1,7 @@
 """One measured request, as kept in a run's `samples.jsonl`, and the metrics derived from it.
 
-A sample keeps raw timestamps (ns, `perf_counter_ns`) and the token count of every stream chunk,
-so every figure can be recomputed later. The derivations (the README's "How kbgen measures"):
-TTFT is the first chunk that carries a generated token, E2E ends at the last such chunk, N comes
-from the server's usage (never from counting chunks), and the per-token ITL divides each chunk
-gap by the tokens the chunk carries — under speculative decoding a chunk carries several tokens,
-and per-chunk gaps (kept separately as `chunk_gap_ms`) overstate the latency by about the
-acceptance length.
+A sample keeps raw timestamps and every chunk's token count, so every figure can be recomputed;
+the definitions: docs/design.md, "Samples and what is derived from them".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""How a window's requests are sent: at a concurrency, from this event loop or from several
-client processes, every finished sample handed to one callback in this process as it finishes.
+"""How a window's requests are sent at a concurrency: from this event loop or from client processes.
 
-One event loop ingests about 200k SSE chunks a second on a free core here
-(`bench/perf/client_overhead.py`); a fast GPU server at hundreds of streams can send more, and
-then the client, not the server, would be measured. `Processes` splits the concurrency over
-worker processes (`python -m kbgen.bench.senders`), each with its own event loop and aiohttp
-session (`Client`), stamping chunks on receipt with `perf_counter_ns` — CLOCK_MONOTONIC on
-Linux, one clock for every process of the machine, so their stamps compare with this process's
-window. The parent hands out the requests in order, a few ahead of each worker's free slots, and
-each worker writes every finished sample back at once, one JSON line on its stdout; the caller
-alone writes the run folder. A worker that dies loses only the requests it had in flight: the
-others are told to stop, what they finish still reaches the callback, and then `send` raises
-ClientFailed. `InProcess` is the same contract in this event loop, with nothing in between.
+Either way every finished sample is handed, as it finishes, to one callback in this process,
+which alone writes the run folder. Why processes: docs/design.md, "Senders".
 """
 
 from __future__ import annotations

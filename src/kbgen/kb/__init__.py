@@ -1,5 +1,4 @@
-"""The knowledge base on disk: the record and plan models, the YAML store, loading and
-validating a folder of them, safe file writes, new-record scaffolds, and git (it at a revision).
+"""The knowledge base on disk: records and plans read, validated, written safely, seen at revisions.
 
 The bottom stage: every other stage reads and writes records through it; it imports none of them.
 """

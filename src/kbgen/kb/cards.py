@@ -1,5 +1,6 @@
-"""A record as pages, indexes and the replication rules need it (`Card`), and plan tasks as
-the records say they stand (`task_states`)."""
+"""A record as pages, indexes and the replication rules need it (`Card`), and plan tasks' states.
+
+A task stands as the records that resolve it say (`task_states`)."""
 
 from __future__ import annotations
 

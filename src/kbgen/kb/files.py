@@ -1,13 +1,7 @@
-"""The file-system edge: bounded reads, atomic writes, locks, free names, finding files, stat
-fingerprints, JSON reads.
+"""The file-system edge: bounded reads, atomic writes, locks, free names, file search, fingerprints.
 
-No YAML here, and nothing heavy imported: `kbgen render`'s no-op check runs on this module
-alone. Every input file is read through `read_regular`: a regular file (never a FIFO, a device
-or a folder, so a read never hangs), inside the folder it belongs to (a symlink may lead only
-to a file within that folder, so nothing from outside the repository is read or published),
-and no larger than its format's limit. Writes are atomic — a temporary file beside the target,
-fsync, rename — so a crash leaves the old file or the new one, never a torn one;
-`write_if_changed` leaves a file that already holds the bytes untouched, mtime included.
+No YAML here and nothing heavy imported: `kbgen render`'s no-op check runs on this module
+alone. Why reads are bounded and writes atomic: docs/design.md, "Files".
 """
 
 from __future__ import annotations

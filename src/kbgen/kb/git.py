@@ -1,10 +1,7 @@
 """The git edge: the only module that runs git.
 
-`kbgen diff` and `kbgen check` compare the knowledge base at two revisions. A revision's files
-are exported into a temporary folder and loaded like any other, so the comparison sees exactly
-what validation and rendering see. File names go through git NUL-separated and as literal
-pathspecs (any character, any number of files), and file contents through `git cat-file
---batch` on stdin, so no command line grows with the knowledge base.
+A revision's files are exported into a temporary folder and loaded like any other; no command
+line grows with the knowledge base (docs/design.md, "Revisions").
 """
 
 from __future__ import annotations

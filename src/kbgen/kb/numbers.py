@@ -1,15 +1,7 @@
 """The number types of every model: finite floats, strict 64-bit integers, strict booleans.
 
-One definition each, used by records, specs, run folders, server answers and import formats
-alike, so that what counts as a number is decided once. YAML's `.nan` and `.inf`, JSON's `NaN`
-and `Infinity`, a float literal past 1.8e308 (read as infinity) and an integer past 64 bits (a
-JSON consumer — vLLM's `seed` among them — cannot hold it, and `math` overflows converting it)
-are errors, located like any other. Booleans are not numbers (`repeats: true` is not one
-repeat), numbers are not booleans, and a number in quotes is a string: nothing is coerced.
-
-The ranges of these types are checked by validators, not by `Field(ge=...)`: Pydantic keeps one
-bound of each kind, the type's, so a field's own `Field(ge=1)` on a type with a `ge` would be
-silently dropped. A field adds its bounds with `Field` as usual.
+One definition each, for records, specs, run folders, server answers and import formats alike;
+nothing is coerced. What they refuse, and why bounds are validators: docs/design.md, "Numbers".
 """
 
 from __future__ import annotations

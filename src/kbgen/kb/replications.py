@@ -1,16 +1,8 @@
 """Which records answer the same question: replications, contradictions and stale evidence.
 
 Pure functions over records' cards (`kb.cards.Card`), used by the pages, `kbgen check`,
-`kbgen diff` and `kbgen list --stale`.
-
-**The question** a record answers is `kb.questions`' `question_of`.
-
-**Replications** are the other records of a record's question. Among those that are concluded
-and not superseded, a **contradiction** is a decisive disagreement in a prompt class both
-decided (or overall, when neither has classes): one supported and the other refuted, or the
-two effect intervals not overlapping. A superseded record's disagreement was settled by the
-record that replaced it. A record is **stale** when a comparable record, not superseded, was
-measured on a newer engine version.
+`kbgen diff` and `kbgen list --stale`; the question is `kb.questions`' (docs/design.md,
+"Questions, replications, contradictions").
 """
 
 from __future__ import annotations

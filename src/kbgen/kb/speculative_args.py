@@ -1,13 +1,8 @@
 """vLLM's speculative-decoding options in a list of server arguments, read into one mapping.
 
-A variant may pass its speculative configuration as a server argument rather than as the typed
-`speculative_config`: `--speculative-config JSON` (also `--speculative-config=JSON`,
-`--speculative_config`, `-sc`), the dotted form `--speculative-config.KEY VALUE`, and
-`--spec-method`, `--spec-model`, `--spec-tokens`. vLLM (0.26 and 0.32: its `arg_utils` and
-`FlexibleArgumentParser`) reads an option's name with `_` and `-` alike up to its first dot, a
-dotted value as JSON when it parses (as text otherwise), and the keys of the mapping with `-`
-as `_`. `split` reads them the same way, so that the record shows the configuration the server
-ran with whichever way it was written. A key given twice is a problem, not a silent override.
+`split` reads every form vLLM takes (`--speculative-config JSON`, `-sc`, the dotted form,
+`--spec-*`) as vLLM reads it, and a key given twice is a problem (docs/design.md, "Speculative
+decoding written as server arguments").
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """`kbgen record`'s two ways in: a run folder, or other tools' result files (`--from`).
 
-Each composes a record and writes it: into a planned record named with `--into` (as it was
-read before composing: `write` refuses if it changed meanwhile), or as a new record under a
-free name (`DATE-SPEC-ID`, then `-2`, `-3`, ... so a second record of the same run never
-clobbers the first).
+Each composes a record and writes it, into a planned record named with `--into` or as a new
+record under a free name (`DATE-SPEC-ID`, then `-2`, `-3`, …): a second record of one run never
+clobbers the first.
 """
 
 from __future__ import annotations

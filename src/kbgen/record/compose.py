@@ -136,7 +136,7 @@ def from_run(
             variants={name: _recorded(v) for name, v in spec.variants.items()},
         ),
         workload=Workload(
-            prompt_suite=meta.prompt_suite or workload.prompts,
+            prompt_suite=meta.prompt_suite,
             **figures.known(prompt_suite_sha256=meta.prompt_suite_sha256),
             classes=list(workload.classes),
             max_tokens=workload.max_tokens,
@@ -178,7 +178,7 @@ def from_run(
 def _code_notes(meta: RunMeta) -> list[str]:
     """What the record cannot say about the code that ran: no spec commit, no kbgen commit."""
     notes = [] if meta.git_sha else [NO_GIT]
-    if meta.kbgen is not None and meta.kbgen.commit is None:
+    if meta.kbgen.commit is None:
         notes.append(NO_KBGEN_COMMIT)
     return notes
 

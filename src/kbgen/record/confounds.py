@@ -1,15 +1,7 @@
 """Differences between the arms that their own arguments do not explain: caveats on the verdict.
 
-Each variant's server logged what it ran with (`bench.effective`). Compared with the
-baseline's, a setting of the engine config or a choice the engine made (`behaviour`) that
-differs is explained only when the arms set it themselves: a flag of either arm's arguments
-(`--max-model-len` explains `max_seq_len`), its speculative config, or a key in which the
-arms' logged non-default arguments differ. Anything else — async scheduling turned off, the
-V1 model runner instead of V2, both by vLLM's own choice under n-gram speculation — measures
-more than the arms' arguments, and the verdict says so. So does a behaviour-changing warning
-only one arm's server gave (unless it is the evidence of such a difference already).
-A spec pins a setting on every arm with its common arguments or environment (e.g.
-`--no-async-scheduling`, `VLLM_USE_V2_MODEL_RUNNER=0`), and the difference goes away.
+A difference in what the servers logged is explained only by a setting an arm sets itself;
+anything else measures more than the arms' arguments (docs/design.md, "Confounds").
 """
 
 from __future__ import annotations

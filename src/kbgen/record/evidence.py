@@ -1,10 +1,8 @@
 """The evidence a record's numbers are computed from, and the compact samples file that keeps it.
 
-Evidence is a run's (or an import's) samples plus the server's counter windows per variant, and
-nothing else. Beside each measured record it is kept as gzipped JSONL, times relative to the
-first send of the same attempt and without a gzip timestamp, so the same evidence always gives
-the same bytes and `kbgen record --check` can recompute every number without the original
-machine.
+Evidence is samples plus the server's counter windows per variant, nothing else; kept beside a
+measured record as deterministic gzipped JSONL, from which `kbgen record --check` recomputes
+every number (docs/design.md, "Evidence and the samples file").
 """
 
 from __future__ import annotations
@@ -143,7 +141,7 @@ def samples_bytes(evidence: Evidence) -> bytes:
     }
     if not evidence.paired:
         header["paired"] = False
-    if evidence.concurrency > 1:  # one stream: the header as it was before steady states
+    if evidence.concurrency > 1:  # unset for one stream: its samples files keep their bytes
         header["concurrency"] = evidence.concurrency
     lines = [json.dumps(header)]
     for variant, windows in evidence.windows.items():

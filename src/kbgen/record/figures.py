@@ -1,11 +1,7 @@
-"""A record's figures from its evidence: measurements per variant × class × metric, and the
-speculative-decoding statistics per variant.
+"""A record's figures from its evidence: measurements per variant × class × metric, spec decoding.
 
-Numbers are kept to `SIGNIFICANT` digits: enough to recompute, short enough to read. The
-speculative-decoding ratios are bench.metrics' own, applied to the counters summed over a
-variant's windows; next to them, from the same windows' generated tokens, the figures speed
-follows: tokens per engine step and the share of steps that drafted (vLLM's mean acceptance
-length counts only the steps that drafted).
+Numbers are kept to `SIGNIFICANT` digits: enough to recompute, short enough to read. Beside
+vLLM's acceptance figures, the ones speed follows (docs/design.md, "Figures").
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Statistics behind a verdict: samples described, and a variant's effect over paired units.
 
-Numbers in, numbers out; no files, no models. A unit is what varies independently between the
-arms' measurements: a prompt (its repeats are the same greedy generation again, so they measure
-timing noise, not content) or a round. The effect over units paired across arms is the geometric
-mean of the per-unit ratios, `exp(mean(log(variant / baseline))) - 1`: each prompt weighs the
-same whatever its absolute speed (a ratio of means would let the fastest prompts decide), the
-log makes a +25% and a -20% prompt cancel as they should, and the mean of log ratios is a mean,
-whose small-sample interval is well understood. The interval resamples units (a cluster
-bootstrap, paired: a resample draws whole prompts, both arms at once) and is the *expanded
-percentile* interval (Hesterberg, "What Teachers Should Know About the Bootstrap", 2015): a plain
-percentile or BCa bootstrap over 8-12 units is too narrow (it measures the spread with n, not
-n - 1, and with normal, not Student-t, quantiles; measured: 88-92% coverage for a nominal 95% at
-8 units), so the percentile interval is taken at the level whose normal quantile, times
-sqrt(n / (n - 1)), equals Student-t's. Below `BOOTSTRAP_MIN_UNITS` units a bootstrap has too few
-distinct resamples, and the interval is Student-t's on the log ratios. Random generators are
-seeded, so recomputing a record from its samples gives the same interval to the last digit.
+Numbers in, numbers out. The effect is the geometric mean of per-unit ratios, its interval a
+seeded expanded-percentile cluster bootstrap (Student-t's below `BOOTSTRAP_MIN_UNITS` units);
+why: docs/design.md, "Statistics".
 """
 
 from __future__ import annotations
@@ -29,7 +17,8 @@ RESAMPLES = 9999
 BOOTSTRAP_MIN_UNITS = 8  # fewer units: a Student-t interval (a bootstrap has too few resamples)
 # Values one bootstrap batch may hold: scipy draws every resample at once (resamples x n, and
 # n x n for BCa's jackknife), 80 GB for an import of 10^6 requests. Below the limit there is
-# one batch, as before, so existing intervals recompute to the last digit.
+# one batch, the draw the committed records' intervals were made with, so that each
+# recomputes to the last digit.
 BATCH_VALUES = 20_000_000
 
 

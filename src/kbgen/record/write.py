@@ -1,16 +1,8 @@
 """Writing a composed record and its samples file: a new record, or a planned one filled in.
 
-A new record is written as the model sets it, in the model's field order. Filling in a planned
-(or running) record keeps the author's comments and everything the author owns — title,
-context, hypothesis, decision, the verdict's rationale — replaces the generated sections, and
-adds the composed record's plan tasks and tags to the author's own.
-
-A record and its samples file are replaced together or not at all: both are written under a
-lock on the record's folder (`files.locked`), after checking that the record is still what it
-was when the new one was composed — a planned record unchanged since it was read, a new record
-still absent. Of two writers racing for one record, the second finds the first's record
-and raises Conflict before it writes a byte. No secret is written:
-the composed record and the samples' error messages pass `kbgen.redact` first.
+Both files are replaced together or not at all, under a lock, after checking that the record is
+still what it was; a planned record keeps its author's comments and fields (docs/design.md,
+"Writing a record").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """What a change did to the evidence: two knowledge bases in, a reviewable difference out.
 
-Pure functions over loaded knowledge bases (`kbgen diff` loads them from git revisions):
-records added, changed and removed; status and verdict changes; per-class effects with their
-intervals; metric means with their 95% intervals (changed rows only, unless all are asked for);
-plan tasks newly ticked or unticked; contradictions between records of one question
-(`kb.replications`) the change introduced or resolved; and warnings a reviewer should not
-miss. `to_json` turns the result into data for machines; `review.revisions.output` renders it
-as a pull-request comment through the `diff.md.j2` template.
+Pure functions over loaded knowledge bases; `to_json` gives it to machines, and
+`review.revisions.output` renders it as a pull-request comment (docs/design.md, "Review").
 """
 
 from __future__ import annotations

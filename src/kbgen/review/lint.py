@@ -1,16 +1,8 @@
 """`kbgen check`: everything a reviewer's CI should refuse, one located problem per line.
 
-`verify` validates every file, compares `docs/` with a fresh render, and runs the lint classes:
-
-- ``id-collision``: a record id this branch adds that the main branch also added since the two
-  forked (they would clash on merge);
-- ``dangling-link``: a Markdown link in a record or plan to a record or plan page that does not
-  exist;
-- ``missing-samples``: a measured record without its raw samples file;
-- ``hand-edited``: a record whose numbers no longer follow from its samples
-  (`record.recompute`);
-- ``contradiction``: two records of one question that disagree decisively
-  (`kb.replications`): a warning, a problem with `strict`.
+`verify` validates every file, compares `docs/` with a fresh render, and lints: id collisions
+with the main branch, dangling links, missing samples, hand-edited numbers, and contradictions
+(a warning, a problem with `strict`). What each means: docs/review.md.
 """
 
 from __future__ import annotations
