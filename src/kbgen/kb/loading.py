@@ -1,11 +1,7 @@
 """The knowledge base as a whole: load every record and plan, validate each, check references.
 
-A file is a plan when it sits in a folder named ``plans``, otherwise a record. Every problem is
-reported, not just the first, each located as ``file:line: dotted.path: message``. Valid files
-are parsed once by the fast loader; only a file with problems is parsed again with positions,
-so validating a large, healthy knowledge base stays quick. `load` gives the models, `load_facts`
-what validation needs (cached between runs), and `scan` what a caller's function makes of each
-file, in the process that parsed it.
+`load` gives the models, `load_facts` what validation needs (cached between runs), `scan` what a
+caller's function makes of each file. See docs/design.md, "Loading the knowledge base".
 """
 
 from __future__ import annotations

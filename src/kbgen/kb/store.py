@@ -1,15 +1,7 @@
 """Reading and writing the knowledge base's YAML files; the only module that imports a YAML library.
 
-Two loaders, because they serve two needs. An update of a hand-written record wants the author's
-comments and key order to survive, and an error message wants the line of every key: ruamel.yaml's
-round-trip loader does both. Validating thousands of files wants speed: the fast path builds
-plain data straight from libyaml's event stream (through PyYAML), 0.6 ms of CPU for a typical
-record against 3.9 ms for ruamel's C-backed safe loader and 0.9 ms for PyYAML's own constructor.
-It resolves plain scalars by YAML 1.2's rules as ruamel does (so both see the same values: `yes`
-is a string, `017` is 17), and leaves to ruamel anything unusual — duplicate keys, anchors,
-tags — so ruamel's message and line are the ones reported. Files are read by
-`files.read_regular` (regular files inside their folder, at most MAX_BYTES); saves go through
-`files.write_atomic`, and a file that changed on disk since it was read is never overwritten.
+A fast path for reading many files, ruamel's round trip for updates and positions; saves are
+atomic and never overwrite a file changed since it was read. See docs/design.md, "YAML".
 """
 
 from __future__ import annotations

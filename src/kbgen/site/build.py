@@ -1,32 +1,7 @@
 """`kbgen render` end to end, and the one place that writes docs/: skip, load, render, write.
 
-Two caches, both kept here, make a render over thousands of records quick:
-
-- **The snapshot** (`.kbgen_cache/render.json`) makes a no-op stat-only. Its key is the
-  fingerprint (size, mtime, inode) of every input — records, plans, kbgen's code and templates,
-  the user's templates — and where docs/ is; it stores the fingerprint of every page written
-  and of the folders of generated pages (their mtime changes when a page is added or removed
-  there). It is trusted when the key matches and every one of those fingerprints is still on
-  disk: then nothing is parsed or rendered. This module imports no YAML, Pydantic or Jinja
-  until that check fails: on a large knowledge base, those imports would otherwise be most of
-  a no-op's time.
-- **The file cache** (`.kbgen_cache/render-records.json`, a `files.FingerprintCache`) makes a
-  change re-render only what it touches. Its key is kbgen's code and templates, where docs/ and
-  the records are, and the plans' task texts (they are on record pages). It stores, per file
-  fingerprinted before it was read, the file's facts and either a plan's data or a record's
-  card and its pages' fingerprints after the render. A record's entry is trusted while the
-  file's and its pages' fingerprints match: the file is then not even parsed.
-
-Otherwise each record's page is rendered and written in the process that parsed it
-(`kb.scan`), and the pages over many records — plans and indexes — are made here from the
-records' cards, once every file is valid. A record that answers a question
-(`kb.replications`) lists its replications: its page is made with those sections left as
-markers, held until every card is in, then filled (`render.fill`) and written, so each file is
-parsed once (with a user's own `record.md.j2`, which may show them anywhere, it is rendered
-again, its file parsed again, where they are not what it was rendered with); no page is
-written twice, or with replications it does not have. Every page goes
-through `_sync`, which writes only pages whose bytes changed; generated pages no longer
-produced are removed.
+A snapshot makes a no-op stat-only, a file cache re-renders only what a change touches, and each
+file is parsed once. See docs/design.md, "Rendering".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """`vllm bench serve --save-result` files (`--save-detailed`: per request) as evidence.
 
-A token is what a chunk carries, never a chunk: vllm bench times its TTFT at the first chunk
-with choices, which in a chat stream is vLLM's role-only chunk, so a chat request's first token
-is one gap later (`LEADING_CHUNKS`); a per-token ITL is kept only when the file proves every
-chunk of every request held one token (token chunks = output tokens). A request the tool counts
-as failed is one here too, even with an empty error text, and a file whose counts disagree with
-its per-request lists is refused.
+Tokens are what chunks carry, never chunks; a chat stream's first token is one gap after the
+role-only chunk (`LEADING_CHUNKS`). See docs/design.md, "Other tools' results".
 """
 
 from __future__ import annotations
