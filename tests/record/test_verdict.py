@@ -12,7 +12,7 @@ from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
 from kbgen.bench.samples import Sample
 from kbgen.kb.models import Hypothesis, MetricName, Outcome
-from kbgen.record import verdict
+from kbgen.record import rule, verdict
 from kbgen.record.evidence import Evidence
 from kbgen.record.stats import Effect
 from tests.support.runs import make_sample
@@ -55,7 +55,7 @@ def effect(low: float | None, high: float | None) -> Effect:
     ],
 )
 def test_interval_outcome(hypothesis: Hypothesis, eff: Effect, outcome: Outcome) -> None:
-    assert verdict.interval_outcome(eff, hypothesis)[0] == outcome
+    assert rule.interval_outcome(eff, hypothesis)[0] == outcome
 
 
 @pytest.mark.parametrize(
@@ -293,8 +293,8 @@ def test_a_metric_that_cannot_be_decided_is_refused() -> None:
 
 
 def test_rule_text_states_the_unit_interval_and_guards() -> None:
-    text = verdict.rule_text(FASTER, "prompt")
+    text = rule.rule_text(FASTER, "prompt")
     assert "Unit: the prompt" in text and "geometric mean of per-prompt ratios" in text
     assert "expanded-percentile cluster bootstrap" in text and "+5%" in text
     assert "at least 8 distinct prompts" in text and "drifting more than 2.5%" in text
-    assert "lies below -5%" in verdict.rule_text(LOWER_TTFT, "prompt")
+    assert "lies below -5%" in rule.rule_text(LOWER_TTFT, "prompt")
