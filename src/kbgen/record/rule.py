@@ -43,8 +43,8 @@ Cells = Mapping[int, Mapping[int, Sequence[Sequence[float]]]]
 
 
 def toward(hypothesis: Hypothesis, change: float) -> float:
-    """A relative change as the hypothesis reads it, positive in its direction (a decrease
-    hypothesis reads -8% as +8%, and its minimum effect of 5% as a change of -5%)."""
+    """A relative change as the hypothesis reads it, positive in its direction: a decrease
+    hypothesis reads -8% as +8% (and `toward(h, h.minimum_effect)` is its target change, -5%)."""
     return change if hypothesis.direction == "increase" else -change
 
 
