@@ -79,7 +79,6 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 # Modules whose docstrings are still longer than a few lines: their owners, reshaping them in
 # issue 20, trim them (the reasons going to docs/design.md) and take them off this list.
 LONG_DOCSTRINGS = {
-    "record/verdict.py",
     "site/charts.py",
     "site/markup.py",
     "site/render.py",

@@ -1,9 +1,7 @@
-"""The rule a verdict is decided by, as data: the guards, each one object holding its name, its
-words in the record and its check, and the rule's text, generated from the same objects.
+"""The rule a verdict is decided by, as data: the guards and the rule's text, made from them.
 
-`verdict` measures the evidence and walks the guards stage by stage (a variant's measurement
-windows, a class's samples, the values it is decided on, its effect); `toward` is the one place
-the hypothesis' direction turns into a sign.
+Each guard holds its name, its words in the record and its check; `toward` is the one place the
+hypothesis' direction turns into a sign. See docs/design.md, "The verdict and its guards".
 """
 
 from __future__ import annotations

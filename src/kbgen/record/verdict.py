@@ -1,10 +1,7 @@
 """The verdict: from the evidence to supported / refuted / inconclusive / mixed, by `rule`.
 
-The unit is the prompt (the round for `output_tok_s`, the request where the arms cannot be
-paired): per class and arm, each unit's mean of the primary metric over its requests; the effect
-is the geometric mean of the paired ratios with a small-sample cluster-bootstrap interval
-(`stats.paired_effect`). `judge` measures the evidence and applies every guard of `rule`;
-imported summaries without samples are judged on their means alone (`judge_means`).
+`judge` measures the evidence (the prompt as the unit, paired ratios, a cluster-bootstrap
+interval) and walks every guard of `rule`; `judge_means` judges imported means alone.
 """
 
 from __future__ import annotations
