@@ -46,8 +46,8 @@ browser:
 
 lint: $(STAMP) $(ACTIONLINT)
 	$(ACTIONLINT) .github/workflows/*.yml
-	$(BIN)/ruff check src tests bench/perf bench/replicate.py
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
