@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from kbgen import __version__
 from kbgen.cli import cli
-from kbgen.kb import loading as kb
 from kbgen.record import command
+from tests.support.records import load_record
 from tests.support.runs import make_run
 
 PLANNED = """\
@@ -49,7 +49,7 @@ def test_filling_a_planned_record_keeps_the_author_s_words(tmp_path: Path, recor
     assert text.startswith("# my planned experiment\n")
     assert re.search(r"minimum_effect: 0.5 +# the author's bar, not the spec's", text)
     assert "title: My own title" in text and "The author's context." in text
-    saved = kb.load_file(planned)
+    saved = load_record(planned)
     assert saved.status == "concluded" and saved.created.isoformat() == "2026-11-28"
     # +25% clears the spec's 5% but not the author's 50%: the record's hypothesis rules
     assert saved.verdict is not None and saved.verdict.outcome == "refuted"
@@ -178,7 +178,7 @@ def test_two_writers_into_one_record_leave_one_writer_s_record_and_samples(
         raced += code == 3
         if code == 3:
             assert "changed on disk since it was read" in outputs[loser][1]
-        saved = kb.load_file(planned)
+        saved = load_record(planned)
         assert saved.provenance is not None and saved.provenance.run == runs[winner].name
         check = CliRunner().invoke(cli, ["record", "--check", str(planned)])
         assert check.exit_code == 0, check.output  # the winner's numbers, the winner's samples

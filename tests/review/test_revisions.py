@@ -314,9 +314,11 @@ def test_delta_interval_by_the_delta_method() -> None:
     from kbgen.kb.models import MetricStats
     from kbgen.review.diff import _change_ci
 
-    low, high = _change_ci(
+    interval = _change_ci(
         MetricStats(n=100, mean=50.0, stdev=5.0), MetricStats(n=100, mean=60.0, stdev=5.0)
     )
+    assert interval is not None
+    low, high = interval
     # ratio 1.2; relative standard errors 0.01 (base) and 0.00833 (head)
     assert (round(low, 4), round(high, 4)) == (0.1694, 0.2306)
     assert (

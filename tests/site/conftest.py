@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kbgen.site import build
-from tests.support.site import mkdocs  # noqa: F401  (the site tests import it from here)
+from tests.support.site import mkdocs as mkdocs  # the site tests import it from here
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
