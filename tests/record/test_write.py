@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from kbgen import __version__
 from kbgen.cli import cli
 from kbgen.record import command
+from tests.support.golden import assert_golden, golden_path
 from tests.support.records import load_record
 from tests.support.runs import make_run
 
@@ -66,7 +67,6 @@ def test_a_concluded_record_is_not_overwritten(tmp_path: Path, records: Path) ->
     assert result.exit_code == 2 and "only a planned or running record" in result.stderr
 
 
-GOLDEN = Path(__file__).parents[1] / "golden"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
 
 
@@ -78,15 +78,12 @@ def _stable(text: str) -> str:
 
 
 def _same_as_golden(name: str, path: Path) -> None:
-    """Written records are byte-identical to the golden ones (KBGEN_UPDATE_GOLDEN=1 rewrites)."""
-    golden = GOLDEN / name
+    """Written records are byte-identical to the golden ones."""
     samples = path.parent / f"{path.stem}.samples.jsonl.gz"
     content = _stable(path.read_text())
     if samples.exists():  # its digest is on the record: the samples file is byte-identical too
         assert hashlib.sha256(samples.read_bytes()).hexdigest() in content
-    if os.environ.get("KBGEN_UPDATE_GOLDEN"):
-        golden.write_text(content)
-    assert content == golden.read_text(), f"{path} differs from {golden}"
+    assert_golden(content, golden_path(name))
 
 
 def test_a_new_record_is_written_in_the_model_s_order(tmp_path: Path, records: Path) -> None:
