@@ -1,6 +1,7 @@
 # The two set-up commands of the README, and their parts. Everything is installed here, into
 # git-ignored folders of the clone: .venv (kbgen), .vllm (a real vLLM, CPU build, and the
-# models it serves, built locally: no model hub is needed) and .tools (actionlint).
+# models it serves, built locally: no model hub is needed) and .tools (actionlint, and the
+# headless Chromium of the browser tests). None of it needs root.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -40,14 +41,17 @@ test: $(STAMP) lint vllm browser
 	$(BIN)/kbgen check --every-record
 	$(BIN)/pytest
 
-## make browser: Debian's Chromium, for the tests that load the built site in a real browser
-browser:
-	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+## make browser: a Chromium for the tests that load the built site in a real browser, no root
+## needed: npm's @sparticuz/chromium unpacked into .tools/ (tests/support/chromium.py says how)
+browser: $(STAMP)
+	$(BIN)/python -m tests.support.chromium
 
+## make lint: the workflows (actionlint); ruff check, ruff format and mypy (strict) over src/,
+## tests/ and bench/; the import contracts
 lint: $(STAMP) $(ACTIONLINT)
 	$(ACTIONLINT) .github/workflows/*.yml
-	$(BIN)/ruff check src tests bench/perf bench/replicate.py
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -23,7 +23,7 @@ def imports_of(name: str) -> set[str]:
     """The kbgen modules `name` imports, at the top or inside a function (a cycle through a
     lazy import is a cycle all the same)."""
     package = name if MODULES[name].name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(MODULES[name].read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

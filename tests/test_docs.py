@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pytest
 from cogapp import Cog
-from mkdocs.utils import yaml_load  # reads the !ENV tags of mkdocs.yml
+from mkdocs.utils.yaml import yaml_load  # reads the !ENV tags of mkdocs.yml
 
 from kbgen.cli import cli
 from tests.conftest import REPO

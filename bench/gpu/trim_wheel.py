@@ -24,10 +24,11 @@ def trim(wheel: str, prefixes: list[str]) -> tuple[int, int]:
         for info in kept:
             data = src.read(info)
             if info.filename.endswith(".dist-info/RECORD"):
-                lines = data.decode().splitlines()
+                paths = [(line, line.split(",", 1)[0]) for line in data.decode().splitlines()]
                 data = "".join(
-                    f"{line}\n" for line in lines if line and line.split(",", 1)[0] in names
-                    or line.split(",", 1)[0].endswith("RECORD")
+                    f"{line}\n"
+                    for line, path in paths
+                    if (line and path in names) or path.endswith("RECORD")
                 ).encode()
             dst.writestr(info, data)
     os.replace(scratch, wheel)

@@ -378,14 +378,16 @@ def guidellm_row(cls: str, index: int, request: dict[str, Any], error: str) -> d
     """One GuideLLM request's figures in kbgen's names: TTFT from its request start to its first
     token, decode rate (N - 1) / (last token - first token), TPOT its inverse (GuideLLM's own
     `inter_token_latency_ms`), N its output tokens (the server's usage)."""
-    info = request.get("info") or {}
-    timings = info.get("timings") or {}
+    info: dict[str, Any] = request.get("info") or {}
+    timings: dict[str, Any] = info.get("timings") or {}
     start, first, last = (
         timings.get(k) for k in ("request_start", "first_token_iteration", "last_token_iteration")
     )
+    if start is None or first is None or last is None:
+        start = first = last = 0.0  # untimed: never ok
     n = request.get("output_tokens") or 0
     error = info.get("error") or error
-    ok = not error and bool(n) and None not in (start, first, last) and start < first <= last
+    ok = not error and bool(n) and start < first <= last
     decode = last - first if ok else 0.0
     text = request.get("output")
     return {
@@ -742,6 +744,8 @@ def analyse(data: dict[str, Any]) -> dict[str, Any]:
         for client in ours:
             for cls in classes:
                 for figure in FIGURES:
+                    ref: dict[int, float] | dict[Unit, float]
+                    mine: dict[int, float] | dict[Unit, float]
                     if cls == ALL and by_pass:  # the pass is the unit: the server drifts
                         ref, mine = (
                             per_pass(passes, REFERENCE, figure),
@@ -982,7 +986,7 @@ def main() -> None:
     args = _options()
     if args.report:
         try:
-            data = json.loads(args.report.read_text())
+            data: dict[str, Any] = json.loads(args.report.read_text())
         except (OSError, ValueError) as exc:
             _fail(f"{args.report}: {exc}")
         agree = report(data)
@@ -1002,7 +1006,7 @@ def main() -> None:
     vb = VllmBench(args.vllm_python or venv / "bin" / "python", tmp / "vllm_bench.log")
     print(f"{len(todo)} prompts, {args.rounds} rounds, clients {args.clients} taking turns by "
           f"{args.interleave}; logs in {tmp}, results in {args.out}")  # fmt: skip
-    data: dict[str, Any] = {
+    data = {
         "spec": spec.id,
         "baseline": spec.baseline,
         "classes": list(spec.workload.classes),

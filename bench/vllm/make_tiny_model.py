@@ -25,6 +25,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import Any
 
 MODEL_NAME = "kbgen-tiny-llama"
 SEED = 1234
@@ -93,7 +94,7 @@ def training_files() -> list[str]:
     return [str(p) for p in files]
 
 
-def build_tokenizer():
+def build_tokenizer() -> Any:  # a tokenizers.Tokenizer (untyped)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))

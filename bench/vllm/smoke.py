@@ -26,6 +26,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 COMPLETION_PROMPT = (
     "def fibonacci(n):\n    if n < 2:\n        return n\n"
@@ -44,7 +45,9 @@ def get(base: str, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
-def post_stream(base: str, path: str, body: dict) -> tuple[bytes, list[tuple[float, bytes]], float]:
+def post_stream(
+    base: str, path: str, body: dict[str, Any]
+) -> tuple[bytes, list[tuple[float, bytes]], float]:
     """POST and read the SSE body; returns (raw body, [(arrival, event)], send time)."""
     req = urllib.request.Request(
         base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
@@ -67,7 +70,7 @@ def post_stream(base: str, path: str, body: dict) -> tuple[bytes, list[tuple[flo
     return raw, events, t0
 
 
-def summarize(events: list[tuple[float, bytes]], t0: float) -> dict:
+def summarize(events: list[tuple[float, bytes]], t0: float) -> dict[str, Any]:
     chunks = 0
     token_chunks = []  # (arrival, delta tokens)
     last_completion = 0

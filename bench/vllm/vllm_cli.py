@@ -21,6 +21,7 @@ Offline/quiet defaults (set only when the caller has not set them): HF_HUB_OFFLI
 TRANSFORMERS_OFFLINE=1, VLLM_NO_USAGE_STATS=1, DO_NOT_TRACK=1, VLLM_CPU_KVCACHE_SPACE=1 (GiB).
 """
 
+import functools
 import importlib.metadata as _md
 import os
 
@@ -37,16 +38,16 @@ for _k, _v in ENV_DEFAULTS.items():
 _original_version = _md.version
 
 
-def _version(name):
+@functools.wraps(_original_version)
+def _version(distribution_name: str) -> str:
     try:
-        return _original_version(name)
+        return _original_version(distribution_name)
     except _md.PackageNotFoundError:
-        if name.lower().replace("_", "-") == "vllm":
+        if distribution_name.lower().replace("_", "-") == "vllm":
             return _original_version("vllm-cpu") + "+cpu"
         raise
 
 
-_version.__wrapped__ = _original_version
 _md.version = _version
 
 

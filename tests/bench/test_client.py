@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import web
@@ -29,6 +29,7 @@ from kbgen.errors import ServerError, ServerUnreachable
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 CAPTURES = sorted(path.name for path in FIXTURES.glob("*.sse"))
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
 
 
 def events_of(name: str) -> list[bytes]:
@@ -368,8 +369,8 @@ def test_plain_request_failures_raise_a_kbgen_error(
 
 
 async def _with_server(
-    handler: Handler, job: Callable[[Client], Awaitable[Any]], timeouts: Timeouts | None = None
-) -> Any:
+    handler: Handler, job: Callable[[Client], Awaitable[T]], timeouts: Timeouts | None = None
+) -> T:
     app = web.Application()
     app.router.add_post("/v1/completions", handler)
     app.router.add_post("/v1/chat/completions", handler)
@@ -384,7 +385,7 @@ async def _with_server(
         await server.close()
 
 
-def stream_with(handler: Handler, api: Api = "completions", **timeouts: float) -> Sample:
+def stream_with(handler: Handler, api: Api = "completions", /, **timeouts: float) -> Sample:
     async def job(client: Client) -> Sample:
         return await client.stream(api, {"prompt": "x"}, sample(), 0)
 

@@ -20,7 +20,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kbgen.bench import metrics
-from kbgen.bench.client import Client, ReplayTransport
+from kbgen.bench.client import Api, Client, ReplayTransport
 from kbgen.bench.run_models import VariantRun
 from kbgen.bench.samples import Sample
 from kbgen.errors import MetricsError, ServerError
@@ -163,7 +163,7 @@ def test_a_stream_gives_a_sound_sample_or_a_failed_one(
     replay: tuple[str, Mutated, list[bytes]],
 ) -> None:
     name, _, pieces = replay
-    api = "chat" if "chat" in name else "completions"
+    api: Api = "chat" if "chat" in name else "completions"
 
     async def send() -> Sample:
         blank = Sample(

@@ -75,7 +75,8 @@ class KillAfter(bench.NoEvents):
     """Kills the server (SIGKILL, by the PID kbgen reported) after N finished samples."""
 
     def __init__(self, after: int) -> None:
-        self.after, self.seen, self.pid = after, 0, None
+        self.after, self.seen = after, 0
+        self.pid: int | None = None
 
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None:
         self.pid = launched.pid

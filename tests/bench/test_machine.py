@@ -78,7 +78,7 @@ def window(pid: int, seconds: float = 1.5) -> tuple[MachineLoad, float, float]:
     sampler = LoadSampler()
     time.sleep(seconds)
     load = sampler.stop()
-    share = (cpu_seconds(pid) - before) / ((time.monotonic() - start) * os.cpu_count()) * 100
+    share = (cpu_seconds(pid) - before) / ((time.monotonic() - start) * (os.cpu_count() or 1)) * 100
     return load, psutil.cpu_percent(interval=None), share
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -22,10 +24,18 @@ ARMS = ["baseline", "ngram"]
 # `name{labels} value` — enough for vLLM's exposition (no escaped quotes in its label values).
 SAMPLE_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$")
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+T = TypeVar("T")
 
 
 def _text(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def _every(values: Iterable[T | None]) -> list[T]:
+    """`values`, none of them missing."""
+    listed = list(values)
+    assert None not in listed, listed
+    return [value for value in listed if value is not None]
 
 
 def _raw_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -58,7 +68,7 @@ def _raw_delta(arm: str, name: str, **labels: str) -> float:
 
 def _final_usage(sse_name: str) -> dict[str, int]:
     """The last `usage` object of a captured stream (the server's own count of the request)."""
-    usages = [
+    usages: list[dict[str, int]] = [
         json.loads(payload)["usage"]
         for payload in re.findall(r"^data: (\{.*\})$", _text(sse_name), re.M)
         if json.loads(payload).get("usage")
@@ -141,7 +151,7 @@ def test_requests_finished_by_reason(arm: str) -> None:
     assert reasons == ["length", "length"]
     finished = out.requests_finished
     assert finished["length"] == 2
-    assert sum(finished.values()) == len(reasons)
+    assert sum(_every(finished.values())) == len(reasons)
     assert set(finished) == {"stop", "length", "abort", "error", "repetition"}
 
 
@@ -207,7 +217,8 @@ def test_ngram_spec_decode_deltas_match_the_raw_counters() -> None:
 
 def test_ngram_spec_decode_figures_are_consistent() -> None:
     spec = _window("ngram").spec_decode
-    assert spec is not None
+    assert spec is not None and spec.per_position_acceptance is not None
+    assert spec.acceptance_rate is not None and spec.mean_acceptance_length is not None
     num_speculative_tokens = 5  # positions 0..4 in the scrape
     assert len(spec.per_position_acceptance) == num_speculative_tokens
     assert len(spec.accepted_per_position) == num_speculative_tokens
@@ -373,11 +384,12 @@ def test_the_h200_windows_add_up_to_its_record_s_speculative_decoding_counts() -
     said = record["spec_decode"]["ngram"]
     requests = len(record["workload"]["order"]) // 2 * 36  # two windows of 36 prompts
     max_tokens = record["workload"]["max_tokens"]
-    assert sum(w.generation_tokens for w in windows) == said["generation_tokens"]
+    assert sum(_every(w.generation_tokens for w in windows)) == said["generation_tokens"]
     assert said["generation_tokens"] == requests * max_tokens  # EOS ignored: all of them
     for counter in ("drafts", "draft_tokens", "accepted_tokens"):
         total = sum(getattr(w.spec_decode, counter) for w in windows)
         assert total == said[counter], counter
-    accepted = sum(w.spec_decode.accepted_tokens for w in windows)
-    drafted = sum(w.spec_decode.draft_tokens for w in windows)
+    specs = _every(w.spec_decode for w in windows)
+    accepted = sum(s.accepted_tokens for s in specs)
+    drafted = sum(s.draft_tokens for s in specs)
     assert accepted / drafted == pytest.approx(said["acceptance_rate"], abs=1e-5)

@@ -245,7 +245,7 @@ def test_a_resume_redoes_only_the_failures_round_by_round_in_the_recorded_order(
     first = folder.samples()
     failed = {bench._key(x) for x in first if not x.ok}
     assert len(failed) == 5 and {k.round for k in failed} == {0, 1, 2}
-    recorded = [tuple(step) for step in reversed(folder.meta().order or [])]
+    recorded = list(reversed(folder.meta().order or []))
     meta = folder.meta()
     meta.order, meta.status, meta.attempts = recorded, "running", 2  # the order run.json keeps
     folder.write_meta(meta)

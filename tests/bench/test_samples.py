@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -24,8 +24,8 @@ MS = 1_000_000  # ns
 
 
 def _sample(
-    chunks_ms: list[float],
-    tokens: list[int],
+    chunks_ms: Sequence[float],
+    tokens: Sequence[int],
     output_tokens: int | None,
     *,
     sent_ms: float = 0,
@@ -40,7 +40,7 @@ def _sample(
         scheduled_ns=base + int(sent_ms * MS),
         sent_ns=base + int(sent_ms * MS),
         chunk_ns=[base + int(t * MS) for t in chunks_ms],
-        chunk_tokens=tokens,
+        chunk_tokens=list(tokens),
         done_ns=base + int(chunks_ms[-1] * MS) + MS if chunks_ms else None,
         prompt_tokens=20,
         output_tokens=output_tokens,
@@ -161,7 +161,7 @@ def test_per_token_itl_accounts_for_every_token_after_the_first_chunk(
 def test_sample_rejects_unknown_fields() -> None:
     fields = _sample([1], [1], 1).model_dump()
     with pytest.raises(ValidationError, match="chunk_token\n"):
-        Sample(**fields, chunk_token=[1])
+        Sample.model_validate({**fields, "chunk_token": [1]})
 
 
 # --- SSE captures through the client's parser -----------------------------------------------

@@ -193,7 +193,7 @@ def test_read_regular_reads_a_file_growing_as_it_is_read_up_to_the_limit(
         stat = real_fstat(fd)
         return os.stat_result((stat.st_mode, *stat[1:6], 3, *stat[7:]))
 
-    monkeypatch.setattr(files.os, "fstat", smaller)
+    monkeypatch.setattr("kbgen.kb.files.os.fstat", smaller)
     assert files.read_regular(path, 20) == b"0123456789"
     with pytest.raises(InvalidInput, match="too large"):
         files.read_regular(path, 5)

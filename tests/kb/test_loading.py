@@ -12,8 +12,8 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from kbgen.kb import documents, pool
 from kbgen.kb import loading as kb
-from kbgen.kb import pool
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD, REPO
 from tests.support import special
@@ -345,7 +345,7 @@ def test_cache_skips_unchanged_files_and_rechecks_changed_ones(
     assert first.problems == [] and len(first.facts) == 2 and cache.exists()
 
     parsed: list[Path] = []
-    real_load_file = kb.load_file
+    real_load_file = documents.load_file
 
     def counting(path: Path) -> Record | Plan:
         parsed.append(path)
@@ -411,8 +411,13 @@ def test_scan_hands_each_file_to_each_and_takes_known_files_as_given(
     }
 
     parsed: list[Path] = []
-    real_load_file = kb.load_file
-    monkeypatch.setattr(kb, "load_file", lambda path: parsed.append(path) or real_load_file(path))
+    real_load_file = documents.load_file
+
+    def counting(path: Path) -> Record | Plan:
+        parsed.append(path)
+        return real_load_file(path)
+
+    monkeypatch.setattr(kb, "load_file", counting)
     unknown_task = kb.Facts("record", "ngram-test", (("resolves", "next-steps#nope"),))
     known = {record_path: kb.Known(unknown_task, "as cached")}
     again = kb.scan([kb_dir], named, known=known)

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from kbgen.errors import InvalidInput
-from kbgen.kb import loading, models, store
+from kbgen.kb import documents, models, store
 from kbgen.kb.models import Plan, Record, baseline_first
 from tests.conftest import RECORD
 
@@ -30,7 +30,7 @@ def test_every_field_is_documented_and_extra_keys_forbidden(model: type[BaseMode
 
 
 def _record(**changes: Any) -> dict[str, Any]:
-    data = store.plain(store.parse_text(RECORD))
+    data: dict[str, Any] = store.plain(store.parse_text(RECORD))
     data.update(changes)
     return data
 
@@ -157,7 +157,7 @@ def test_numbers_are_finite_and_typed(
     path = tmp_path / "ngram-test.yaml"
     path.write_text(RECORD.replace(old, new, 1))
     with pytest.raises(InvalidInput) as info:
-        loading.load_file(path)
+        documents.load_file(path)
     [problem] = info.value.problems
     assert problem.field == field and message in problem.message, problem
     text = path.read_text()

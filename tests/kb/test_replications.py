@@ -37,7 +37,9 @@ def card(rid: str, created: str = "2026-11-01", **edits: Any) -> Card:
     return Card.of(Record.model_validate(data))
 
 
-def verdict(outcome: str, low: float | None, high: float | None, effect: float = 0.0) -> dict:
+def verdict(
+    outcome: str, low: float | None, high: float | None, effect: float = 0.0
+) -> dict[str, Any]:
     cls = {"outcome": outcome, "effect": effect}
     if low is not None:
         cls |= {"ci_low": low, "ci_high": high}
@@ -127,7 +129,9 @@ def test_a_record_without_a_setup_answers_no_question() -> None:
         (verdict("supported", None, None), verdict("refuted", None, None), "supported vs refuted"),
     ],
 )
-def test_a_decisive_disagreement_is_a_contradiction(older: dict, newer: dict, why: str) -> None:
+def test_a_decisive_disagreement_is_a_contradiction(
+    older: dict[str, Any], newer: dict[str, Any], why: str
+) -> None:
     a = card("a", verdict=older)
     b = card("b", "2026-11-05", verdict=newer)
     (found,) = evidence([b, a]).contradictions
@@ -144,7 +148,9 @@ def test_a_decisive_disagreement_is_a_contradiction(older: dict, newer: dict, wh
         (verdict("supported", 0.06, 0.2), verdict("inconclusive", 0.01, 0.07)),
     ],
 )
-def test_agreement_or_a_weaker_result_is_no_contradiction(older: dict, newer: dict) -> None:
+def test_agreement_or_a_weaker_result_is_no_contradiction(
+    older: dict[str, Any], newer: dict[str, Any]
+) -> None:
     assert evidence([card("a", verdict=older), card("b", verdict=newer)]).contradictions == ()
 
 

@@ -21,6 +21,7 @@ from kbgen.record import command, compose
 from kbgen.site import render
 from tests.support import fake_server
 from tests.support.free_port import free_port
+from tests.support.records import load_record
 from tests.support.runs import SECRET, SPEC, make_run
 from tests.support.specs import small_spec
 
@@ -29,7 +30,7 @@ def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Pa
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, prompts=8)
     path = command.record_run(run, records)
     assert kb.load([records]).problems == []  # cross-references resolve too
-    saved = kb.load_file(path)
+    saved = load_record(path)
     assert saved.verdict is not None and saved.verdict.outcome == "refuted"
     coding = saved.verdict.per_class["coding"]
     assert coding.effect == pytest.approx(-0.25, abs=0.03)
@@ -84,7 +85,7 @@ def test_per_token_itl_is_not_the_chunk_gap_under_speculation(
     tmp_path: Path, records: Path
 ) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 60.0})
-    saved = kb.load_file(command.record_run(run, records))
+    saved = load_record(command.record_run(run, records))
     ngram = saved.measurements["ngram"]["coding"]
     assert ngram["chunk_gap_ms"].mean == pytest.approx(3 * ngram["itl_ms"].mean, rel=0.05)
     base = saved.measurements["baseline"]["coding"]
@@ -93,13 +94,13 @@ def test_per_token_itl_is_not_the_chunk_gap_under_speculation(
 
 def test_no_difference_is_not_supported(tmp_path: Path, records: Path) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 60.0})
-    saved = kb.load_file(command.record_run(run, records))
+    saved = load_record(command.record_run(run, records))
     assert saved.verdict is not None and saved.verdict.outcome != "supported"
 
 
 def test_failures_above_the_threshold_make_it_inconclusive(tmp_path: Path, records: Path) -> None:
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 30.0}, failures=3, prompts=8)
-    saved = kb.load_file(command.record_run(run, records))
+    saved = load_record(command.record_run(run, records))
     assert saved.verdict is not None and saved.verdict.outcome == "inconclusive"
     coding = saved.verdict.per_class["coding"]  # 3 of its 24 attempts failed in each arm
     assert coding.reason == "12.5% of baseline's attempts failed (limit 5%)"
@@ -118,7 +119,7 @@ def test_different_engine_versions_are_refused_unless_allowed(
     ):
         command.record_run(run, records)
     assert list(records.glob("*.yaml")) == []
-    saved = kb.load_file(command.record_run(run, records, allow_mismatch=True))
+    saved = load_record(command.record_run(run, records, allow_mismatch=True))
     assert saved.verdict is not None
     assert any("--allow-mismatch" in c for c in saved.verdict.caveats)
 
@@ -133,6 +134,7 @@ def test_a_run_folder_of_two_attempts_becomes_a_record(tmp_path: Path) -> None:
     """The run folder kbgen bench wrote (tests/fixtures/run-folders): a failure, then a resume."""
     run = Path(__file__).parents[1] / "fixtures" / "run-folders" / "fake-two-attempts"
     record, evidence = compose.from_run(RunFolder.open(run), "two-attempts")
+    assert record.config is not None
     assert record.config.engine.version == "0.32.0" and record.config.model.name == "fake"
     assert record.provenance is not None and record.provenance.git_sha is not None
     assert record.config.hardware.model_dump(exclude_unset=True) == {}  # none in run.json
@@ -149,7 +151,7 @@ def test_torn_samples_lines_are_dropped_with_a_caveat_and_others_refused(
     redone = RunFolder.open(run).samples()[-1].model_copy(update={"attempt": 1})
     torn = [*lines, lines[-1][:40], redone.model_dump_json(exclude_none=True)]
     samples.write_text("\n".join(torn) + "\n")
-    saved = kb.load_file(command.record_run(run, records))
+    saved = load_record(command.record_run(run, records))
     assert saved.verdict is not None
     assert [c for c in saved.verdict.caveats if "torn" in c] == [
         "1 line(s) of the run's samples.jsonl were torn by a kill mid-write and dropped "
@@ -172,7 +174,7 @@ def test_the_record_keeps_each_arm_s_effective_settings_and_their_confound(
     run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, prompts=8)
     for arm in ("baseline", "ngram"):
         (run / "logs" / f"{arm}.log").write_bytes((LOGS / f"gpu-0.26-{arm}.log").read_bytes())
-    saved = kb.load_file(command.record_run(run, records))
+    saved = load_record(command.record_run(run, records))
     assert saved.effective["baseline"].behaviour == {
         "async_scheduling": "enabled",
         "model_runner": "V2",

@@ -16,7 +16,7 @@ import pytest
 from kbgen.bench import metrics
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import MetricStats
+from kbgen.kb.models import MeasuredMetric, MetricStats
 from kbgen.record import figures
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
 
@@ -138,7 +138,9 @@ def _closed_loop(
 
 
 # a record keeps figures to 6 significant digits (figures.SIGNIFICANT): compared to 1e-5
-def _measured(samples: list[Sample], concurrency: int) -> dict[str, dict[str, MetricStats]]:
+def _measured(
+    samples: list[Sample], concurrency: int
+) -> dict[str, dict[MeasuredMetric, MetricStats]]:
     evidence = Evidence("v", ["v"], sorted({s.prompt_class for s in samples}), samples)
     evidence.windows = {"v": [Counters(window_s=1.0)]}  # a kbgen run: its windows are timed
     evidence.concurrency = concurrency

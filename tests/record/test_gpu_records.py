@@ -27,7 +27,8 @@ STAMP = re.compile(r" (\d\d-\d\d \d\d:\d\d:\d\d) \[")
 
 
 def record(key: str) -> dict[str, Any]:
-    return yaml.safe_load(RECORDS[key].read_text())
+    data: dict[str, Any] = yaml.safe_load(RECORDS[key].read_text())
+    return data
 
 
 def logged_startups(log: Path) -> list[float]:

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
-from kbgen.kb import loading as kb
 from kbgen.kb import store
 from kbgen.record import command, recompute
+from tests.support.records import load_record
 from tests.support.runs import make_run
 
 
@@ -58,7 +58,7 @@ def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
     path = Path(made.stdout.strip())
     valid = CliRunner().invoke(cli, ["validate", str(records), "--root", str(records)])
     assert valid.exit_code == 0, valid.output
-    saved = kb.load_file(path)
+    saved = load_record(path)
     assert saved.verdict is not None and saved.verdict.method == "bootstrap"
     samples = RunFolder.open(tiny_run).samples()
     for cls in ("coding", "math"):
@@ -75,7 +75,8 @@ def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
         assert verdict.n_baseline == len(with_rate) >= 2  # 6 requests, some maybe in one read
     assert saved.config is not None and saved.config.engine.version == "0.32.0"
     ngram = saved.spec_decode["ngram"]
-    assert ngram.drafts and ngram.mean_acceptance_length and ngram.mean_acceptance_length > 1
+    assert ngram.drafts and isinstance(ngram.mean_acceptance_length, float)  # a figure, no range
+    assert ngram.mean_acceptance_length > 1
     checked = CliRunner().invoke(cli, ["record", "--check", str(path)])
     assert checked.exit_code == 0, checked.output
 
@@ -108,7 +109,7 @@ def test_check_recomputes_the_steady_state_of_a_concurrent_run(
     spec = run / "spec.yaml"
     spec.write_text(spec.read_text().replace("  repeats: 3\n", "  repeats: 3\n  concurrency: 4\n"))
     path = command.record_run(run, records)
-    record = kb.load_file(path)
+    record = load_record(path)
     assert record.workload is not None and record.workload.concurrency == 4
     steady = record.measurements["ngram"]["math"]["steady_output_tok_s"]
     assert recompute.recompute(path) == []

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from kbgen.kb.models import ClassVerdict, Hypothesis, Outcome
-from kbgen.record import verdict
+from kbgen.record import stats, verdict
 
 HYPOTHESIS = Hypothesis(
     statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
@@ -105,5 +105,5 @@ def test_three_prompts_are_never_decisive() -> None:
 
 def test_production_resample_count_is_calibrated() -> None:
     rng = np.random.default_rng(12)
-    verdicts = [experiment(rng, 12, NULL, resamples=verdict.RESAMPLES) for _ in range(100)]
+    verdicts = [experiment(rng, 12, NULL, resamples=stats.RESAMPLES) for _ in range(100)]
     assert share(verdicts, Outcome.SUPPORTED, Outcome.REFUTED) <= 0.07

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from kbgen import __version__
 from kbgen.cli import cli
-from kbgen.kb import loading as kb
 from kbgen.record import command
+from tests.support.golden import assert_golden, golden_path
+from tests.support.records import load_record
 from tests.support.runs import make_run
 
 PLANNED = """\
@@ -49,7 +50,7 @@ def test_filling_a_planned_record_keeps_the_author_s_words(tmp_path: Path, recor
     assert text.startswith("# my planned experiment\n")
     assert re.search(r"minimum_effect: 0.5 +# the author's bar, not the spec's", text)
     assert "title: My own title" in text and "The author's context." in text
-    saved = kb.load_file(planned)
+    saved = load_record(planned)
     assert saved.status == "concluded" and saved.created.isoformat() == "2026-11-28"
     # +25% clears the spec's 5% but not the author's 50%: the record's hypothesis rules
     assert saved.verdict is not None and saved.verdict.outcome == "refuted"
@@ -66,7 +67,6 @@ def test_a_concluded_record_is_not_overwritten(tmp_path: Path, records: Path) ->
     assert result.exit_code == 2 and "only a planned or running record" in result.stderr
 
 
-GOLDEN = Path(__file__).parents[1] / "golden"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "imports"
 
 
@@ -78,15 +78,12 @@ def _stable(text: str) -> str:
 
 
 def _same_as_golden(name: str, path: Path) -> None:
-    """Written records are byte-identical to the golden ones (KBGEN_UPDATE_GOLDEN=1 rewrites)."""
-    golden = GOLDEN / name
+    """Written records are byte-identical to the golden ones."""
     samples = path.parent / f"{path.stem}.samples.jsonl.gz"
     content = _stable(path.read_text())
     if samples.exists():  # its digest is on the record: the samples file is byte-identical too
         assert hashlib.sha256(samples.read_bytes()).hexdigest() in content
-    if os.environ.get("KBGEN_UPDATE_GOLDEN"):
-        golden.write_text(content)
-    assert content == golden.read_text(), f"{path} differs from {golden}"
+    assert_golden(content, golden_path(name))
 
 
 def test_a_new_record_is_written_in_the_model_s_order(tmp_path: Path, records: Path) -> None:
@@ -178,7 +175,7 @@ def test_two_writers_into_one_record_leave_one_writer_s_record_and_samples(
         raced += code == 3
         if code == 3:
             assert "changed on disk since it was read" in outputs[loser][1]
-        saved = kb.load_file(planned)
+        saved = load_record(planned)
         assert saved.provenance is not None and saved.provenance.run == runs[winner].name
         check = CliRunner().invoke(cli, ["record", "--check", str(planned)])
         assert check.exit_code == 0, check.output  # the winner's numbers, the winner's samples

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from kbgen.cli import cli
 from kbgen.kb import store
@@ -32,7 +33,7 @@ def clean(tmp_path: Path) -> Path:
     return records
 
 
-def check(records: Path) -> object:
+def check(records: Path) -> Result:
     docs = records.parent / "docs"
     if not docs.exists():
         CliRunner().invoke(cli, ["render", "--records", str(records), "--docs", str(docs)])
@@ -126,11 +127,11 @@ def render_docs(records: Path) -> None:
     ],
     ids=lambda f: f.__name__.strip("_"),
 )
-def test_check_catches_each_class_of_problem(clean: Path, mistake: object) -> None:
-    pattern = mistake(clean)  # type: ignore[operator]
+def test_check_catches_each_class_of_problem(clean: Path, mistake: Callable[[Path], str]) -> None:
+    pattern = mistake(clean)
     result = check(clean)
-    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
-    lines = result.stderr.splitlines()  # type: ignore[attr-defined]
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
     assert any(re.search(pattern, line) for line in lines), lines
     assert lines[-1].startswith("1 problem in 1 file"), lines  # that one, and nothing else
 
@@ -139,8 +140,8 @@ def test_check_outside_git_still_checks_the_rest(clean: Path, tmp_path: Path) ->
     copy = tmp_path / "copy"
     shutil.copytree(clean.parent, copy, ignore=shutil.ignore_patterns(".git"))
     result = check(copy / "records")
-    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    assert "note: not compared with a main branch" in result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 0, result.output
+    assert "note: not compared with a main branch" in result.stderr
 
 
 def test_check_refuses_a_main_branch_that_does_not_exist(clean: Path) -> None:
@@ -176,8 +177,8 @@ def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:
     commit(clean.parent, "samples in a folder of their own")
     moved.write_bytes(b"not the samples")  # the branch replaces them: their record is changed
     result = check(clean)
-    assert result.exit_code == 1  # type: ignore[attr-defined]
-    assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 1
+    assert "raw_samples.sha256: run.jsonl.gz does not match it" in result.stderr
 
 
 def test_contradicting_records_are_a_warning_and_with_strict_an_error(tmp_path: Path) -> None:

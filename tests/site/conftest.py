@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import http.server
 import itertools
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from kbgen.site import build
-from tests.support.site import mkdocs  # noqa: F401  (the site tests import it from here)
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+from tests.support import chromium
+from tests.support.site import mkdocs as mkdocs  # the site tests import it from here
 
 Site = Callable[..., dict[str, str]]
 
@@ -66,11 +64,12 @@ def serve(site: Path) -> Iterator[str]:
 def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: make test installs Debian's chromium package")
+    executable = chromium.find()
+    if executable is None:
+        pytest.fail(chromium.MISSING, pytrace=False)  # an error, never a skip
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM,
+        launched = p.chromium.launch(
+            executable_path=executable,
             args=[
                 "--no-sandbox",
                 "--disable-gpu",
@@ -81,5 +80,5 @@ def browser() -> Iterator[object]:
                 "--disable-sync",
             ],
         )
-        yield chromium
-        chromium.close()
+        yield launched
+        launched.close()

@@ -150,8 +150,8 @@ def test_search_finds_a_record(browser: object, served: str) -> None:
     page = _page(browser, f"{served}/")
     page.locator(".md-search__input").first.click()  # type: ignore[attr-defined]
     page.keyboard.type("AllReduce", delay=30)  # type: ignore[attr-defined]
-    result = page.locator(
-        ".md-search-result__item",  # type: ignore[attr-defined]
+    result = page.locator(  # type: ignore[attr-defined]
+        ".md-search-result__item",
         has_text="n-gram speculative decoding on Kimi-K2.5",
     )
     result.first.wait_for(timeout=15_000)

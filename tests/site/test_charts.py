@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.kb import loading as kb
 from kbgen.kb.models import Record
 from kbgen.site import charts
 from tests.conftest import RECORD
+from tests.support.records import load_record
 
 SVG = "{http://www.w3.org/2000/svg}"
 PLANNED = "schema_version: 1\nid: ngram-test\ntitle: Later\nstatus: planned\ncreated: 2026-11-29\n"
@@ -19,9 +19,7 @@ PLANNED = "schema_version: 1\nid: ngram-test\ntitle: Later\nstatus: planned\ncre
 def record_of(tmp_path: Path, text: str = RECORD) -> Record:
     path = tmp_path / "ngram-test.yaml"
     path.write_text(text)
-    record = kb.load_file(path)
-    assert isinstance(record, Record)
-    return record
+    return load_record(path)
 
 
 def parsed(svg: str) -> ET.Element:
@@ -34,7 +32,7 @@ def parsed(svg: str) -> ET.Element:
 
 def bars(root: ET.Element) -> dict[str, str]:
     """The bars' tooltips (`variant: value`), by variant: a legend swatch has no tooltip."""
-    found = {}
+    found: dict[str, list[str]] = {}
     for rect in root.iter(f"{SVG}rect"):
         tip = rect.find(f"{SVG}title")
         if tip is not None and tip.text:

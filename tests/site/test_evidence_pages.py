@@ -6,7 +6,6 @@ The figures are read back from the pages and compared with the records' YAML."""
 from __future__ import annotations
 
 import html
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,8 @@ from tests.site.conftest import Site
 from tests.support import replicated
 from tests.support.committed import committed
 from tests.support.figures import as_recorded, close, headline, linked
+from tests.support.golden import assert_golden, golden_path
 from tests.support.hostile import to_html
-
-GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def _example(tmp_path: Path) -> Path:
@@ -50,13 +48,10 @@ def _text(markdown_text: str) -> str:
 
 
 def test_golden_plan_page_and_index_of_the_example_records(tmp_path: Path, site: Site) -> None:
-    """Regenerated from the repository's records (KBGEN_UPDATE_GOLDEN=1 rewrites the goldens)."""
+    """Regenerated from the repository's records."""
     content = site(_example(tmp_path))
     for name in ("plans/next-steps-eagle.md", "records/index.md"):
-        golden = GOLDEN / f"example__{name.replace('/', '__')}"
-        if os.environ.get("KBGEN_UPDATE_GOLDEN"):
-            golden.write_text(content[name])
-        assert content[name] == golden.read_text(), f"{name} differs from {golden}"
+        assert_golden(content[name], golden_path(name, prefix="example__"))
 
 
 @pytest.mark.parametrize("kb", KNOWLEDGE_BASES)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -14,9 +13,8 @@ from kbgen.site import build, render
 from tests.conftest import PLAN, RECORD, REPO
 from tests.site.conftest import Site, read_pages
 from tests.support.committed import committed
+from tests.support.golden import assert_golden, golden_path
 from tests.support.hostile import problems, to_html
-
-GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def test_the_example_site_is_current(site: Site) -> None:
@@ -40,10 +38,7 @@ def test_golden_pages_of_a_measured_record(kb_dir: Path, site: Site) -> None:
         "plans/next-steps.md",
         "records/index.md",
     ):
-        golden = GOLDEN / name.replace("/", "__")
-        if os.environ.get("KBGEN_UPDATE_GOLDEN"):
-            golden.write_text(content[name])
-        assert content[name] == golden.read_text(), f"{name} differs from {golden}"
+        assert_golden(content[name], golden_path(name))
 
 
 PAYLOADS = {

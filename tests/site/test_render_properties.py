@@ -49,9 +49,9 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @given(st.data())
 def test_a_record_with_extreme_numbers_renders_or_is_located(kb: Path, data: st.DataObject) -> None:
     tree = yaml.safe_load(RECORD)
-    for path in data.draw(st.lists(st.sampled_from(NUMERIC), min_size=1, max_size=4)):
-        parent = _at(tree, path[:-1])
-        parent[path[-1]] = data.draw(INT64 if type(parent[path[-1]]) is int else FINITE)
+    for at in data.draw(st.lists(st.sampled_from(NUMERIC), min_size=1, max_size=4)):
+        parent = _at(tree, at[:-1])
+        parent[at[-1]] = data.draw(INT64 if type(parent[at[-1]]) is int else FINITE)
     path = kb / "records" / "ngram-test.yaml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     with deadline(30):

@@ -13,7 +13,7 @@ from typing import Any
 
 import markdown
 import yaml
-from mkdocs.utils import yaml_load  # reads the !ENV tags of mkdocs.yml
+from mkdocs.utils.yaml import yaml_load  # reads the !ENV tags of mkdocs.yml
 
 from tests.conftest import PLAN, RECORD
 
