@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestServer
 from kbgen.bench.client import Api, Client, ReplayTransport, Response, Timeouts
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
+from kbgen.kb.numbers import MAX_TOKENS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 CAPTURES = sorted(path.name for path in FIXTURES.glob("*.sse"))
@@ -552,3 +553,17 @@ def test_final_usage_knows_a_chunks_tokens_only_where_the_counts_prove_it(name: 
     assert one_each == (name == "baseline-completion.sse")
     if not one_each:  # never claimed as one a chunk
         assert figures["itl_ms"] == []
+
+
+def test_usage_past_any_output_fails_the_request() -> None:
+    """A running count past what any max_tokens allows is no count: the request fails, and its
+    sample reads back (a bounded chunk_tokens), never a sample that validation then refuses."""
+    huge = MAX_TOKENS + 1
+    events = [
+        {"choices": [{"text": "a"}], "usage": {"completion_tokens": 1, "prompt_tokens": 3}},
+        {"choices": [{"text": "b"}], "usage": {"completion_tokens": huge, "prompt_tokens": 3}},
+    ]
+    body = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+    sample, _ = stream_replayed([body])
+    assert sample.error == f"usage past any output: completion_tokens {huge}"
+    assert Sample.model_validate_json(sample.model_dump_json()) == sample

@@ -24,7 +24,7 @@ from kbgen import redact
 from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
 from kbgen.kb.models import UsageMode
-from kbgen.kb.numbers import Count, Int
+from kbgen.kb.numbers import MAX_TOKENS, Count, Int
 
 Api = Literal["completions", "chat"]
 # How the server is asked for token counts: on every chunk (exact tokens per chunk), or once at
@@ -440,6 +440,9 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                             f"usage went backwards: completion_tokens {completion} after "
                             f"{seen_tokens}: {raw.decode(errors='replace')[:120]!r}"
                         )
+                        return
+                    if completion > MAX_TOKENS:  # no max_tokens allows it: not a count
+                        sample.error = f"usage past any output: completion_tokens {completion}"
                         return
                     tokens = completion - seen_tokens
                     seen_tokens = completion
