@@ -10,14 +10,28 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kbgen import __version__
+from kbgen import __version__, redact
+from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
-from kbgen.record import command
+from kbgen.errors import InvalidInput
+from kbgen.kb import loading as kb
+from kbgen.kb import store
+from kbgen.kb.documents import load_file
+from kbgen.kb.models import ModelInfo, Record
+from kbgen.record import command, compose
+from kbgen.record.write import write
+from tests.conftest import PLAN
 from tests.support.golden import assert_golden, golden_path
+from tests.support.imports import BASE, NGRAM, summary_only
 from tests.support.records import load_record
 from tests.support.runs import make_run
 
@@ -185,3 +199,268 @@ def test_two_writers_into_one_record_leave_one_writer_s_record_and_samples(
             "plans",
         ]
     assert raced, "the writers never raced: the test proved nothing"
+
+
+# `record` never writes what `kbgen validate` (or `kbgen check`) would refuse: the bytes it is
+# about to write are read back as `validate` reads them first, and any problem refuses the
+# whole write, with every file left as it was.
+
+
+def _tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry below `folder` as it is: a file's bytes, a symlink's target."""
+    return {
+        str(path.relative_to(folder)): (
+            f"-> {os.readlink(path)}" if path.is_symlink() else path.read_bytes()
+        )
+        for path in sorted(folder.rglob("*"))
+        if path.is_symlink() or path.is_file()
+    }
+
+
+def _planned(records: Path, name: str = "2026-11-29-my-plan", extra: str = "") -> Path:
+    path = records / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(PLANNED + extra)
+    return path
+
+
+def _model_named(run: Path, name: str) -> None:
+    """The run as if its server had given the model this name (run.json is a file on disk)."""
+    meta = json.loads((run / "run.json").read_text())
+    for variant in meta["variants"].values():
+        variant["model"] = name
+    (run / "run.json").write_text(json.dumps(meta))
+
+
+def _symlinked(records: Path) -> Path:
+    real = _planned(records / "real")
+    link = records / real.name
+    link.symlink_to(real)
+    return link
+
+
+def _beside_samples(records: Path) -> Path:
+    (records / f"2026-11-29-my-plan{compose.SAMPLES_SUFFIX}").write_bytes(b"another record's")
+    return _planned(records)
+
+
+def _without_plan(records: Path) -> Path:
+    (records / "plans" / "next-steps.yaml").unlink()
+    return _planned(records)
+
+
+FILE = r"\S+/records/"
+REFUSED_INTO = {  # setting up an --into target (given the records folder); what is refused
+    "an id that is not the file name": (
+        lambda r: _planned(r, "2026-11-29-other"),
+        rf"{FILE}2026-11-29-other\.yaml:3: id: '2026-11-29-my-plan' must equal the file name",
+    ),
+    "a file name that is no id": (
+        lambda r: _planned(r, "My plan"),
+        rf"{FILE}My plan\.yaml: id: String should match pattern",
+    ),
+    "a record in a plans/ folder": (
+        lambda r: _planned(r / "plans"),
+        rf"{FILE}plans/2026-11-29-my-plan\.yaml: in a plans/ folder, where every file is a plan",
+    ),
+    "a record it relates to that does not exist": (
+        lambda r: _planned(r, extra="related: [no-such-record]\n"),
+        rf"{FILE}2026-11-29-my-plan\.yaml:\d+: related\[0\]: no record 'no-such-record'",
+    ),
+    "a record it supersedes that does not exist": (
+        lambda r: _planned(r, extra="supersedes: [no-such-record]\n"),
+        rf"{FILE}2026-11-29-my-plan\.yaml:\d+: supersedes\[0\]: no record 'no-such-record'",
+    ),
+    "a plan the run's spec resolves that does not exist": (
+        _without_plan,
+        rf"{FILE}2026-11-29-my-plan\.yaml:\d+: resolves\[0\]: no plan 'next-steps'",
+    ),
+    "an id another record below the folder has": (
+        lambda r: (_planned(r / "2025"), _planned(r))[1],
+        rf"{FILE}2026-11-29-my-plan\.yaml:3: id: '2026-11-29-my-plan' is also the id of "
+        rf"{FILE}2025/2026-11-29-my-plan\.yaml",
+    ),
+    "a symlink to a record of the same name in a subfolder": (
+        _symlinked,
+        rf"{FILE}2026-11-29-my-plan\.yaml:3: id: .* is also the id of {FILE}real/2026-11",
+    ),
+    "a samples file beside it that is not its own": (
+        _beside_samples,
+        rf"{FILE}2026-11-29-my-plan\.yaml:\d+: raw_samples\.path: 2026-11-29-my-plan\.samples"
+        r"\.jsonl\.gz exists and is not this record's samples",
+    ),
+}
+
+
+@pytest.mark.parametrize(("setup", "refused"), REFUSED_INTO.values(), ids=list(REFUSED_INTO))
+def test_record_into_a_target_validate_would_refuse_writes_nothing(
+    tmp_path: Path, records: Path, setup: Callable[[Path], Path], refused: str
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    into = setup(records)
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(
+        cli, ["record", str(run), "--into", str(into), "--records", str(records)]
+    )
+    assert result.exit_code == 1, result.output
+    assert re.fullmatch(rf"{refused}.*\n1 problem in 1 file\(s\)\n", result.stderr), result.stderr
+    assert _tree(tmp_path) == before
+
+
+REFUSED_NAMES = {  # a model name from the server (run.json) that YAML cannot write as it is
+    "a control character in a text of several lines": (
+        "org/m\nrev \x10",
+        r"2026-11-29-my-plan\.yaml:\d+: not YAML text: control character U\+0010",
+    ),
+    "a next-line character (U+0085), read back as a line break": (
+        "org/m\x85rev",
+        r"2026-11-29-my-plan\.yaml:\d+: config\.model\.name: holds a character that YAML does "
+        r"not keep as it is",
+    ),
+}
+
+
+@pytest.mark.parametrize(("name", "refused"), REFUSED_NAMES.values(), ids=list(REFUSED_NAMES))
+def test_a_record_that_would_not_read_back_as_composed_is_not_written(
+    tmp_path: Path, records: Path, name: str, refused: str
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    _model_named(run, name)
+    into = _planned(records)
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(cli, ["record", str(run), "--into", str(into)])
+    assert result.exit_code == 1, result.output
+    assert re.search(
+        rf"{refused}.*\(in the record as it would be written; nothing written\)\n"
+        r"1 problem in 1 file\(s\)\n",
+        result.stderr,
+    ), result.stderr
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("folder", "refused"),
+    [
+        ("plans", r"plans/\S+\.yaml: in a plans/ folder, where every file is a plan"),
+        (".", r"\S+\.yaml:\d+: resolves\[0\]: no plan 'next-steps'"),  # no plan in this folder
+    ],
+    ids=["into a plans folder", "resolving a plan the folder lacks"],
+)
+def test_a_new_record_validate_would_refuse_is_not_written(
+    tmp_path: Path, folder: str, refused: str
+) -> None:
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    records = tmp_path / "records"
+    (records / "plans").mkdir(parents=True)
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(cli, ["record", str(run), "--records", str(records / folder)])
+    assert result.exit_code == 1 and re.search(refused, result.stderr), result.output
+    assert _tree(tmp_path) == before
+
+
+def test_a_new_record_takes_a_name_no_record_or_samples_file_has(
+    tmp_path: Path, records: Path
+) -> None:
+    """Its name is kbgen's to choose: one taken below the folder, or whose samples file is there
+    (a record renamed keeps its samples' name), is passed over, not refused."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    stem = f"{dt.date.today().isoformat()}-synthetic"
+    (records / "2025").mkdir()
+    (records / "2025" / f"{stem}.yaml").write_text(PLANNED.replace("2026-11-29-my-plan", stem))
+    (records / f"{stem}-2{compose.SAMPLES_SUFFIX}").write_bytes(b"a renamed record's")
+    path = command.record_run(run, records)
+    assert path.name == f"{stem}-3.yaml"
+    assert (records / f"{stem}-2{compose.SAMPLES_SUFFIX}").read_bytes() == b"a renamed record's"
+    assert (
+        CliRunner().invoke(cli, ["validate", "--no-cache", "--root", str(records)]).exit_code == 0
+    )
+
+
+STALE_VERDICT = """\
+verdict:
+  outcome: supported
+  variant: ngram
+  method: bootstrap
+  rule: an earlier try
+  rationale: The author's reasons.
+  per_class:
+    oldclass: {outcome: supported, effect: 0.2}
+  reasons: [an earlier reason]
+raw_samples: {path: an-earlier.samples.jsonl.gz}
+"""
+
+
+def test_a_planned_record_s_verdict_and_samples_are_replaced_not_merged(
+    tmp_path: Path, records: Path
+) -> None:
+    """Merged key by key, a class or a reason of the planned verdict would outlive the run and
+    `kbgen check` find the numbers edited by hand; only the author's rationale is kept."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    into = _planned(records, extra=STALE_VERDICT)
+    command.record_run(run, records, into=into)
+    saved = load_file(into)
+    assert isinstance(saved, Record) and saved.verdict is not None
+    assert set(saved.verdict.per_class) == {"coding", "math"}
+    assert saved.verdict.rationale == "The author's reasons."
+    assert "an earlier reason" not in saved.verdict.reasons
+    assert CliRunner().invoke(cli, ["record", "--check", str(into)]).exit_code == 0
+
+
+def test_an_import_without_samples_drops_the_planned_record_s_samples(
+    tmp_path: Path, records: Path
+) -> None:
+    into = _planned(records, extra=STALE_VERDICT)
+    pairs = [f"baseline={summary_only(BASE, tmp_path / 'b.json')}"]
+    pairs.append(f"ngram={summary_only(NGRAM, tmp_path / 'n.json')}")
+    command.record_import("vllm-bench", pairs, records, into, None, allow_summary_only=True)
+    saved = load_file(into)
+    assert isinstance(saved, Record) and saved.raw_samples is None
+    assert saved.verdict is not None and saved.verdict.method == "summary"
+
+
+# Any text a run can carry into a record: every code point (lone surrogates too), and often
+# mostly the ones YAML treats specially: line breaks of every kind, control characters, a
+# byte-order mark, indicators.
+SPECIAL = "\n\r\t\x00\x10\x1f\x7f\x85\u2028\u2029\ufeff\ud800 :#'\"-?|>&*!%@`{[,ab"
+TEXT = st.text(st.sampled_from(SPECIAL), min_size=1, max_size=12) | st.text(
+    st.characters(codec=None, exclude_categories=()), min_size=1, max_size=40
+)
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory: pytest.TempPathFactory) -> Record:
+    root = tmp_path_factory.mktemp("composed")
+    run = RunFolder.open(make_run(root / "runs", {"baseline": 60.0, "ngram": 75.0}))
+    return compose.from_run(run, "2026-11-29-my-plan")[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(title=TEXT, model=TEXT, planned=st.booleans())
+def test_whatever_the_text_the_record_written_is_one_validate_accepts(
+    composed: Record, title: str, model: str, planned: bool
+) -> None:
+    """Written, the record validates and reads back as composed (secrets masked); refused, no
+    file changed."""
+    config = composed.config
+    assert config is not None
+    updated = {"config": config.model_copy(update={"model": ModelInfo(name=model)})}
+    record = composed.model_copy(update={"title": title, **updated})
+    with tempfile.TemporaryDirectory() as folder:
+        records = Path(folder)
+        (records / "plans").mkdir()
+        (records / "plans" / "next-steps.yaml").write_text(PLAN)
+        path = _planned(records) if planned else records / f"{record.id}.yaml"
+        read = store.load_document(path) if planned else None
+        before = _tree(records)
+        try:
+            write(path, record, None, read, records)
+        except InvalidInput as exc:
+            assert [p.path for p in exc.problems] == [path] * len(exc.problems)
+            assert _tree(records) == before
+            return
+        assert kb.load_facts([records]).problems == []
+        saved = load_file(path)
+        assert isinstance(saved, Record) and saved.config is not None
+        assert saved.config.model.name == redact.data({"n": model})["n"]
+        if not planned:  # filling in keeps the author's title
+            assert saved.title == redact.data({"t": title})["t"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -42,9 +43,25 @@ def load_with_document(path: Path, model: type[M]) -> tuple[M, store.Document]:
 
 def load_file(path: Path) -> Record | Plan:
     """One validated record or plan; raises InvalidInput listing all its problems."""
-    doc = load_model(path, kind_of(path))
+    return _checked(path, store.load_fast(path), lambda: store.positions(path))
+
+
+def load_bytes(path: Path, content: bytes) -> tuple[Record | Plan, Any]:
+    """What `load_file` makes of `content` were it the file at `path` (bytes about to be written
+    there), and their round-trip tree; every problem is located in `content`."""
+    tree = store.parse_text(store.text_of(path, content), path)
+    return _checked(path, store.plain(tree), lambda: tree), tree
+
+
+def _checked(path: Path, data: Any, positions: Callable[[], Any]) -> Record | Plan:
+    """`data`, the file at `path`, validated as the kind of file it is there, its id its name;
+    `positions` gives the tree to locate problems in (parsed only when there are some)."""
+    try:
+        doc = kind_of(path).model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(problems_of(path, exc, positions())) from exc
     if doc.id != path.stem:
-        line, _ = store.line_of(store.positions(path), ["id"])
+        line, _ = store.line_of(positions(), ["id"])
         raise InvalidInput(
             [Problem(path, line, "id", f"{doc.id!r} must equal the file name ({path.stem!r})")]
         )

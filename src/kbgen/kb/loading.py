@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -196,23 +197,50 @@ def _rules_key() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def problems_if_written(path: Path, doc: Record | Plan, tree: Any, root: Path) -> list[Problem]:
+    """What validating `root` with `path` would report at `path` were `doc` (parsed as `tree`)
+    the file there: an id another file has, a reference to a plan task or record that does not
+    exist. Only the files these can involve are read: those named like the id or a target."""
+    facts = Facts.of(doc)
+    named = {facts.id} | {target.split("#", 1)[0] for _, target in facts.refs}
+    found = files.iter_yaml_files([root]) if root.is_dir() else []
+    others = [other for other in found if other.stem in named and _entry(other) != _entry(path)]
+    kb = _scan(others, _nothing, {}, references=False)
+    key, problems = (facts.kind, facts.id), list[Problem]()
+    if key in kb.paths:
+        message = f"{facts.id!r} is also the id of {kb.paths[key]}"
+        problems.append(located(path, ["id"], message, tree))
+    kb.paths[key], kb.facts[path] = path, facts
+    return problems + [located(path, at, said, tree) for _, at, said in _dangling(kb, [path])]
+
+
+def _entry(path: Path) -> str:
+    """What a write at `path` replaces, however its folder is reached (a symlink, not its file)."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
 def _reference_problems(kb: KnowledgeBase) -> list[Problem]:
+    return [located(path, loc, message) for path, loc, message in _dangling(kb, kb.facts)]
+
+
+def _dangling(
+    kb: KnowledgeBase, paths: Iterable[Path]
+) -> Iterator[tuple[Path, list[str | int], str]]:
+    """(file, field, message) of each reference of the files `paths` to a plan task or record
+    that `kb` does not hold (references to files that failed are not reported)."""
     tasks = {f.id: set(f.tasks) for f in kb.facts.values() if f.kind == "plan"}
     records = {f.id for f in kb.facts.values() if f.kind == "record"}
-    problems = []
-    for path, facts in kb.facts.items():
+    for path in paths:
         position: dict[str, int] = {}
-        for section, ref in facts.refs:
+        for section, ref in kb.facts[path].refs:
             i = position[section] = position.get(section, -1) + 1
             if section == "resolves":
                 plan_id, task_id = ref.split("#", 1)
                 if ("plan", plan_id) in kb.broken:
                     continue
                 if plan_id not in tasks:
-                    problems.append(located(path, [section, i], f"no plan {plan_id!r}"))
+                    yield path, [section, i], f"no plan {plan_id!r}"
                 elif task_id not in tasks[plan_id]:
-                    message = f"plan {plan_id!r} has no task {task_id!r}"
-                    problems.append(located(path, [section, i], message))
+                    yield path, [section, i], f"plan {plan_id!r} has no task {task_id!r}"
             elif ref not in records and ("record", ref) not in kb.broken:
-                problems.append(located(path, [section, i], f"no record {ref!r}"))
-    return problems
+                yield path, [section, i], f"no record {ref!r}"

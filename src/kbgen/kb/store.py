@@ -230,15 +230,22 @@ def read_text(path: Path, inside: Path | None = None) -> tuple[str, str]:
     """The file's text and sha256; a file that is not small UTF-8 text, or not a regular file
     inside `inside` (`files.read_regular`), is an InvalidInput."""
     raw = read_regular(path, MAX_BYTES, inside)
+    return text_of(path, raw), hashlib.sha256(raw).hexdigest()
+
+
+def text_of(path: Path, raw: bytes) -> str:
+    """The text of `raw`, the bytes of the file at `path` (read, or about to be written there);
+    bytes that are not small UTF-8 text are an InvalidInput."""
+    if len(raw) > MAX_BYTES:
+        raise _problem(path, f"too large ({len(raw):,} bytes; the limit is {MAX_BYTES:,})")
     nul = raw.find(b"\0")
     if nul >= 0:
         raise _problem(path, "not a text file (NUL byte)", raw.count(b"\n", 0, nul) + 1)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise _problem(path, f"not UTF-8 text (byte 0x{raw[exc.start]:02x})", line) from exc
-    return text, hashlib.sha256(raw).hexdigest()
 
 
 def _suspicious(text: str) -> bool:

@@ -8,6 +8,8 @@ clobbers the first.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import os
 import re
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def record_run(
         record, evidence = compose.from_run(run, path.stem, allow_mismatch, hypothesis)
     except ValidationError as exc:  # a run folder kbgen cannot make a valid record of
         raise InvalidInput(problems_of(path, exc)) from exc
-    return write(path, record, evidence, read)
+    return write(path, record, evidence, read, records)
 
 
 def record_import(
@@ -99,8 +101,19 @@ def record_import(
         )
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc
-    return write(path, record, evidence, read)
+    return write(path, record, evidence, read, records)
 
 
 def _new_path(records: Path, spec_id: str) -> Path:
-    return files.free_path(records, f"{dt.date.today().isoformat()}-{spec_id}", ".yaml")
+    """The first name free in `records` that no file below it has and whose samples file does
+    not exist (another record's, it may be): `kbgen validate` finds the id unique."""
+    taken = {path.stem for path in files.iter_yaml_files([records])} if records.is_dir() else set()
+    stem = f"{dt.date.today().isoformat()}-{spec_id}"
+    names = (records / f"{stem}{suffix}.yaml" for suffix in itertools.chain([""], files.numbered()))
+    return next(
+        path
+        for path in names
+        if path.stem not in taken
+        and not os.path.lexists(path)
+        and not os.path.lexists(records / f"{path.stem}{compose.SAMPLES_SUFFIX}")
+    )
