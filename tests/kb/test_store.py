@@ -274,3 +274,10 @@ def test_positions_fall_back_to_ruamel_where_the_fast_path_does(tmp_path: Path) 
     path.write_text("a: &x\n  b: 1\nc: *x\n")
     assert store.line_of(store.positions(path), ["c"]) == (3, ["c"])
     assert not isinstance(store.positions(path), store._Lines)
+
+
+@pytest.mark.parametrize("text", ["org/m\nrev \x10", "a\u2028b\nc", "a\x85\nb", "x\n\ty", "a\nb"])
+def test_a_multi_line_string_reads_back_as_written(text: str) -> None:
+    """A literal block holds printable lines (tabs too); any other multi-line string is quoted,
+    so a control character or an odd line break is escaped, never written raw."""
+    assert store.plain(store.parse_text(store.dump({"k": text})))["k"] == text

@@ -308,10 +308,6 @@ def test_record_into_a_target_validate_would_refuse_writes_nothing(
 
 
 REFUSED_NAMES = {  # a model name from the server (run.json) that YAML cannot write as it is
-    "a control character in a text of several lines": (
-        "org/m\nrev \x10",
-        r"2026-11-29-my-plan\.yaml:\d+: not YAML text: control character U\+0010",
-    ),
     "a next-line character (U+0085), read back as a line break": (
         "org/m\x85rev",
         r"2026-11-29-my-plan\.yaml:\d+: config\.model\.name: holds a character that YAML does "
@@ -336,6 +332,19 @@ def test_a_record_that_would_not_read_back_as_composed_is_not_written(
         result.stderr,
     ), result.stderr
     assert _tree(tmp_path) == before
+
+
+def test_a_control_character_in_a_text_of_several_lines_is_written_escaped(
+    tmp_path: Path, records: Path
+) -> None:
+    """Not a literal block, where it would be written raw and not read back: quoted, escaped."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 75.0})
+    _model_named(run, "org/m\nrev \x10")
+    into = _planned(records)
+    result = CliRunner().invoke(cli, ["record", str(run), "--into", str(into)])
+    assert result.exit_code == 0, result.output
+    saved = load_record(into)
+    assert saved.config is not None and saved.config.model.name == "org/m\nrev \x10"
 
 
 @pytest.mark.parametrize(

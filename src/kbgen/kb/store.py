@@ -406,9 +406,15 @@ def _to_tree(value: Any) -> Any:
         return CommentedMap((k, _to_tree(v)) for k, v in value.items())
     if isinstance(value, list | tuple):
         return CommentedSeq(_to_tree(v) for v in value)
-    if isinstance(value, str) and "\n" in value:
+    if isinstance(value, str) and "\n" in value and _printable_lines(value):
         return LiteralScalarString(value)
     return value
+
+
+def _printable_lines(text: str) -> bool:
+    """Whether a literal block can hold `text`: lines of printable characters (and tabs); a
+    control character or another line break there would be written raw, and not read back."""
+    return all(line.replace("\t", " ").isprintable() for line in text.split("\n"))
 
 
 def merge(tree: CommentedMap, updates: Mapping[str, Any]) -> None:
