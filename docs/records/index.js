@@ -1,6 +1,6 @@
 // The records index (records/index.md, written by `kbgen render`): a click on a column's heading
-// sorts its table by that column, and a box filters its rows. Without this script the table is
-// complete, newest first. The table is read from the page as the browser built it: rows are only
+// sorts its table by that column, a box filters its rows, and a few hundred rows are shown at a
+// time. Without this script the table is complete, newest first. The table is read from the page as the browser built it: rows are only
 // reordered and hidden, and no text of a record is ever written as HTML.
 (() => {
   "use strict";
@@ -14,10 +14,12 @@
 table[data-kbgen-table] td:first-child { white-space: nowrap; }
 table[data-kbgen-table] td:nth-child(2) { min-width: 16em; }
 table[data-kbgen-table] td:last-child { min-width: 20em; }
+button.kbgen-more[hidden] { display: none; }
 th > button.kbgen-sort { font: inherit; color: inherit; background: none; border: 0;
   padding: 0; cursor: pointer; text-align: inherit; }
 th[aria-sort="ascending"] > button.kbgen-sort::after { content: " ▲"; }
 th[aria-sort="descending"] > button.kbgen-sort::after { content: " ▼"; }`;
+  const PAGE = 500;
   const CHANGE = /[-+]?\d+(?:\.\d+)?(?=%)/; // an effect cell's first change: -52.6% … → -52.6
   const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
 
@@ -77,25 +79,40 @@ th[aria-sort="descending"] > button.kbgen-sort::after { content: " ▼"; }`;
       return { tr, cells, lower, all: lower.join("\n") };
     });
 
+    // rows shown at a time (the marker's value, else PAGE): the browser takes seconds to lay out
+    // a table of thousands of rows, and a reader reads the first few hundred
+    const page = Number.parseInt(marker.dataset.kbgenRecords, 10) || PAGE;
     const input = document.createElement("input");
     input.type = "search";
     input.placeholder = "Filter: words, \"a phrase\", or column:word (verdict:refuted)";
     input.setAttribute("aria-label", "Filter the records");
     const count = document.createElement("output");
     count.setAttribute("aria-live", "polite");
+    const more = document.createElement("button");
+    more.type = "button";
+    more.className = "md-button kbgen-more";
     marker.append(input, count);
+    table.after(more);
 
-    function filter() {
-      const wanted = terms(input.value, columns);
-      let shown = 0;
-      for (const row of rows) {
-        const keep = wanted.every(({ column, text }) =>
+    let order = rows; // as sorted
+    let wanted = [];
+    let limit = page;
+    function update() {
+      let matched = 0;
+      for (const row of order) {
+        const hit = wanted.every(({ column, text }) =>
           (column < 0 ? row.all : row.lower[column] ?? "").includes(text),
         );
-        row.tr.hidden = !keep;
-        shown += keep;
+        const hide = !hit || matched >= limit;
+        if (row.tr.hidden !== hide) row.tr.hidden = hide;
+        matched += hit;
       }
-      count.value = `${shown} of ${rows.length} records`;
+      const shown = Math.min(matched, limit);
+      count.value = `${matched} of ${rows.length} records`;
+      if (shown < matched) count.value += `, the first ${shown} shown`;
+      more.hidden = shown >= matched;
+      more.textContent = `Show ${Math.min(page, matched - shown)} more`;
+      marker.dataset.kbgenFiltered = input.value; // what the rows shown were filtered by
     }
 
     let sorted = { column: columns.indexOf("date"), descending: true };
@@ -106,11 +123,16 @@ th[aria-sort="descending"] > button.kbgen-sort::after { content: " ▼"; }`;
         if (a === null || b === null) return (a === null) - (b === null); // no number: last
         return descending ? compare(b, a) : compare(a, b);
       });
-      body.append(...keyed.map(([, row]) => row.tr));
+      order = keyed.map(([, row]) => row);
+      const moved = document.createDocumentFragment();
+      for (const row of order) moved.append(row.tr);
+      body.append(moved);
       heads.forEach((th, i) => {
         if (i === column) th.setAttribute("aria-sort", descending ? "descending" : "ascending");
         else th.removeAttribute("aria-sort");
       });
+      limit = page;
+      update();
     }
 
     heads.forEach((th, column) => {
@@ -131,13 +153,24 @@ th[aria-sort="descending"] > button.kbgen-sort::after { content: " ▼"; }`;
     let pending = 0;
     input.addEventListener("input", () => {
       clearTimeout(pending);
-      pending = setTimeout(filter, rows.length > 2000 ? 150 : 0);
+      pending = setTimeout(() => {
+        wanted = terms(input.value, columns);
+        limit = page;
+        update();
+      }, rows.length > page ? 150 : 0);
     });
-    filter();
+    more.addEventListener("click", () => {
+      limit += page;
+      update();
+    });
+    update();
   }
 
-  // Material's instant navigation swaps pages without loading them: `document$` says when
-  if (typeof document$ !== "undefined") document$.subscribe(enhance);
-  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", enhance);
-  else enhance();
+  // At once (the page is parsed up to this script, the table with it), before the browser lays
+  // out all its rows; else once it is parsed; and on every page that Material's instant
+  // navigation swaps in (`document$`), which runs a page's scripts again: one subscription
+  enhance();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", enhance);
+  if (typeof document$ !== "undefined" && !window.kbgenRecordsIndex) document$.subscribe(enhance);
+  window.kbgenRecordsIndex = true;
 })();
