@@ -6,7 +6,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -170,13 +170,13 @@ def test_the_records_index_sorts_and_filters_in_the_browser(
     """One table of every record, newest first; a heading's click sorts by its column (again:
     the other way), and the box filters by words, "phrases" and column:word."""
     records = _records(site)
-    page = _page(browser, f"{served}/records/")
+    page: Any = _page(browser, f"{served}/records/")
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))  # type: ignore[attr-defined]
-    assert page.locator("article table").count() == 1  # type: ignore[attr-defined]
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    assert page.locator("article table").count() == 1
     dates = _visible(page, "Date")
     assert len(dates) == len(records) and dates == sorted(dates, reverse=True)
-    heading = page.locator("article th", has_text="Effect")  # type: ignore[attr-defined]
+    heading = page.locator("article th", has_text="Effect")
     heading.locator("button").click()
     assert heading.get_attribute("aria-sort") == "ascending"
     changes = [_first_change(cell) for cell in _visible(page, "Effect")]
@@ -186,7 +186,7 @@ def test_the_records_index_sorts_and_filters_in_the_browser(
     changes = [_first_change(cell) for cell in _visible(page, "Effect")]
     numbers = [c for c in changes if c is not None]
     assert numbers == sorted(numbers, reverse=True) and changes[: len(numbers)] == numbers
-    page.locator("article th button", has_text="Date").click()  # type: ignore[attr-defined]
+    page.locator("article th button", has_text="Date").click()
     assert _visible(page, "Date") == dates
 
     refuted = {
@@ -195,7 +195,7 @@ def test_the_records_index_sorts_and_filters_in_the_browser(
     assert (
         refuted and _filter(page, "verdict:refuted") == f"{len(refuted)} of {len(records)} records"
     )
-    shown = page.locator("article table tbody tr:not([hidden])")  # type: ignore[attr-defined]
+    shown = page.locator("article table tbody tr:not([hidden])")
     assert {_record_of(shown.nth(i)) for i in range(shown.count())} == refuted
     assert _filter(page, 'h200 "concurrency 32"') == f"2 of {len(records)} records"
     assert set(_visible(page, "Hardware")) == {"1 × NVIDIA H200"}
@@ -203,14 +203,14 @@ def test_the_records_index_sorts_and_filters_in_the_browser(
     assert _filter(page, "<script>") == f"1 of {len(records)} records"  # the hostile title, as text
     assert _filter(page, "no record says this") == f"0 of {len(records)} records"
     assert _filter(page, "") == f"{len(records)} of {len(records)} records"
-    assert page.evaluate("() => window.__pwned === undefined") and errors == []  # type: ignore[attr-defined]
-    page.screenshot(path=str(ARTIFACTS / "records-index-sorted.png"), full_page=True)  # type: ignore[attr-defined]
+    assert page.evaluate("() => window.__pwned === undefined") and errors == []
+    page.screenshot(path=str(ARTIFACTS / "records-index-sorted.png"), full_page=True)
 
 
 def test_the_records_index_is_complete_without_javascript(
     browser: object, served: str, site: Path
 ) -> None:
-    context = browser.new_context(java_script_enabled=False)  # type: ignore[attr-defined]
+    context: Any = cast(Any, browser).new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(f"{served}/records/")
     assert page.locator("[data-kbgen-records] input").count() == 0
@@ -253,20 +253,20 @@ def test_the_records_index_after_instant_navigation_shows_a_page_at_a_time(
     """Reached through instant navigation, the table is set up once per visit (its script
     follows Material's `document$`), and shows as many rows at a time as the page says."""
     n = len(_records(site))
-    page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    page: Any = cast(Any, browser).new_page(viewport={"width": 1400, "height": 900})
     page.goto(f"{instant}/", wait_until="networkidle")  # wide enough for the navigation's sidebar
     page.evaluate("() => { window.__loaded_once = true; }")  # gone if a page were loaded
-    page.locator('nav.md-nav--primary a[href$="/records/"]').first.click()  # type: ignore[attr-defined]
-    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)  # type: ignore[attr-defined]
-    page.locator('nav.md-nav--primary a[href$="/plans/"]').first.click()  # type: ignore[attr-defined]
-    page.wait_for_url("**/plans/")  # type: ignore[attr-defined]
-    page.go_back()  # type: ignore[attr-defined]
-    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)  # type: ignore[attr-defined]
-    assert page.evaluate("() => window.__loaded_once") is True  # type: ignore[attr-defined]
-    assert page.locator("[data-kbgen-records] input").count() == 1  # type: ignore[attr-defined]
-    assert page.locator("article th button").count() == 8  # type: ignore[attr-defined]
+    page.locator('nav.md-nav--primary a[href$="/records/"]').first.click()
+    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)
+    page.locator('nav.md-nav--primary a[href$="/plans/"]').first.click()
+    page.wait_for_url("**/plans/")
+    page.go_back()
+    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)
+    assert page.evaluate("() => window.__loaded_once") is True
+    assert page.locator("[data-kbgen-records] input").count() == 1
+    assert page.locator("article th button").count() == 8
 
-    more = page.locator("article button", has_text="more")  # type: ignore[attr-defined]
+    more = page.locator("article button", has_text="more")
     assert _filter(page, "") == f"{n} of {n} records, the first 3 shown"
     for shown in range(3, n, 3):
         assert len(_visible(page, "Date")) == shown
