@@ -43,15 +43,16 @@ def read_pages(docs: Path) -> dict[str, str]:
     }
 
 
-def serve(site: Path) -> Iterator[str]:
-    """The built site over HTTP on 127.0.0.1, its base URL yielded."""
+def serve(site: Path, port: int = 0) -> Iterator[str]:
+    """The built site over HTTP on 127.0.0.1 (on `port`; 0: any free one), its base URL
+    yielded."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
 
     class Quiet(http.server.ThreadingHTTPServer):
         def handle_error(self, request: object, client_address: object) -> None:
             pass  # the browser closing a connection early is not a test failure
 
-    server = Quiet(("127.0.0.1", 0), handler)
+    server = Quiet(("127.0.0.1", port), handler)
     handler.log_message = lambda *a: None  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ import yaml
 from tests.conftest import REPO
 from tests.site.conftest import mkdocs, serve
 from tests.support.figures import as_recorded
+from tests.support.free_port import free_port
 
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE = """\
@@ -133,6 +135,148 @@ def test_the_records_index_shows_each_record_s_effect(
         assert cell == f"{change} {records[rid]['hypothesis']['primary_metric']}"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "records-index.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def _visible(page: Any, column: str) -> list[str]:
+    """The cells of `column` in the records index's rows that are shown, top to bottom."""
+    heads = page.locator("article table thead th").all_inner_texts()
+    n = [h.strip() for h in heads].index(column) + 1
+    return [
+        text.strip()
+        for text in page.locator(
+            f"article table tbody tr:not([hidden]) td:nth-child({n})"
+        ).all_inner_texts()
+    ]
+
+
+def _first_change(cell: str) -> float | None:
+    found = re.search(r"[-+]\d+(?:\.\d+)?(?=%)", cell)
+    return float(found[0]) if found else None
+
+
+def _filter(page: Any, query: str) -> str:
+    """The count the index shows once `query` is typed into its filter box and applied."""
+    page.locator("[data-kbgen-records] input").fill(query)
+    page.wait_for_function(
+        "(q) => document.querySelector('[data-kbgen-records]').dataset.kbgenFiltered === q",
+        arg=query,
+    )
+    return str(page.locator("[data-kbgen-records] output").inner_text())
+
+
+def test_the_records_index_sorts_and_filters_in_the_browser(
+    browser: object, served: str, site: Path
+) -> None:
+    """One table of every record, newest first; a heading's click sorts by its column (again:
+    the other way), and the box filters by words, "phrases" and column:word."""
+    records = _records(site)
+    page: Any = _page(browser, f"{served}/records/")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    assert page.locator("article table").count() == 1
+    dates = _visible(page, "Date")
+    assert len(dates) == len(records) and dates == sorted(dates, reverse=True)
+    heading = page.locator("article th", has_text="Effect")
+    heading.locator("button").click()
+    assert heading.get_attribute("aria-sort") == "ascending"
+    changes = [_first_change(cell) for cell in _visible(page, "Effect")]
+    numbers = [c for c in changes if c is not None]
+    assert numbers == sorted(numbers) and changes[: len(numbers)] == numbers  # none: last
+    heading.locator("button").click()
+    changes = [_first_change(cell) for cell in _visible(page, "Effect")]
+    numbers = [c for c in changes if c is not None]
+    assert numbers == sorted(numbers, reverse=True) and changes[: len(numbers)] == numbers
+    page.locator("article th button", has_text="Date").click()
+    assert _visible(page, "Date") == dates
+
+    refuted = {
+        rid for rid, r in records.items() if (r.get("verdict") or {}).get("outcome") == "refuted"
+    }
+    assert (
+        refuted and _filter(page, "verdict:refuted") == f"{len(refuted)} of {len(records)} records"
+    )
+    shown = page.locator("article table tbody tr:not([hidden])")
+    assert {_record_of(shown.nth(i)) for i in range(shown.count())} == refuted
+    assert _filter(page, 'h200 "concurrency 32"') == f"2 of {len(records)} records"
+    assert set(_visible(page, "Hardware")) == {"1 × NVIDIA H200"}
+    assert all("concurrency 32" in q for q in _visible(page, "Question"))
+    assert _filter(page, "<script>") == f"1 of {len(records)} records"  # the hostile title, as text
+    assert _filter(page, "no record says this") == f"0 of {len(records)} records"
+    assert _filter(page, "") == f"{len(records)} of {len(records)} records"
+    assert page.evaluate("() => window.__pwned === undefined") and errors == []
+    page.screenshot(path=str(ARTIFACTS / "records-index-sorted.png"), full_page=True)
+
+
+def test_the_records_index_is_complete_without_javascript(
+    browser: object, served: str, site: Path
+) -> None:
+    context: Any = cast(Any, browser).new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(f"{served}/records/")
+    assert page.locator("[data-kbgen-records] input").count() == 0
+    rows = page.locator("article table tbody tr")
+    assert rows.count() == len(_records(site))
+    dates = page.locator("article table tbody td:first-child").all_inner_texts()
+    assert dates == sorted(dates, reverse=True)
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def instant(site: Path) -> Iterator[str]:
+    """The same site built with Material's instant navigation (pages swapped, not loaded), its
+    records index showing 3 rows at a time."""
+    root = site.parent
+    shutil.copytree(root / "docs", root / "docs-instant")
+    index = root / "docs-instant" / "records" / "index.md"
+    marker = '<div class="kbgen-records" data-kbgen-records></div>'
+    assert marker in index.read_text()
+    index.write_text(index.read_text().replace(marker, marker.replace("records>", 'records="3">')))
+    config = (root / "mkdocs.yml").read_text()
+    unset, hooks = 'site_url: !ENV [KBGEN_SITE_URL, ""]', "hooks:\n  - docs/hooks/kbgen_render.py\n"
+    assert "  features:\n" in config and unset in config and hooks in config
+    config = config.replace("  features:\n", "  features:\n    - navigation.instant\n", 1)
+    # Material swaps only the pages its sitemap lists, at the site's address (its port too)
+    port = free_port()
+    config = config.replace(unset, f"site_url: http://127.0.0.1:{port}/")
+    config = config.replace(hooks, "").replace("docs_dir: docs\n", "docs_dir: docs-instant\n")
+    (root / "mkdocs-instant.yml").write_text(config)
+    built = mkdocs(
+        "build", "--strict", "-f", str(root / "mkdocs-instant.yml"), "-d", str(root / "instant")
+    )
+    assert built.returncode == 0, built.stderr
+    yield from serve(root / "instant", port)
+
+
+def test_the_records_index_after_instant_navigation_shows_a_page_at_a_time(
+    browser: object, instant: str, site: Path
+) -> None:
+    """Reached through instant navigation, the table is set up once per visit (its script
+    follows Material's `document$`), and shows as many rows at a time as the page says."""
+    n = len(_records(site))
+    page: Any = cast(Any, browser).new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{instant}/", wait_until="networkidle")  # wide enough for the navigation's sidebar
+    page.evaluate("() => { window.__loaded_once = true; }")  # gone if a page were loaded
+    page.locator('nav.md-nav--primary a[href$="/records/"]').first.click()
+    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)
+    page.locator('nav.md-nav--primary a[href$="/plans/"]').first.click()
+    page.wait_for_url("**/plans/")
+    page.go_back()
+    page.locator("[data-kbgen-records] input").wait_for(timeout=15_000)
+    assert page.evaluate("() => window.__loaded_once") is True
+    assert page.locator("[data-kbgen-records] input").count() == 1
+    assert page.locator("article th button").count() == 8
+
+    more = page.locator("article button", has_text="more")
+    assert _filter(page, "") == f"{n} of {n} records, the first 3 shown"
+    for shown in range(3, n, 3):
+        assert len(_visible(page, "Date")) == shown
+        assert more.inner_text() == f"Show {min(3, n - shown)} more"
+        more.click()
+    assert len(_visible(page, "Date")) == n and more.is_hidden()
+    dates = _visible(page, "Date")
+    assert dates == sorted(dates, reverse=True)
+    assert _filter(page, "kimi") == f"1 of {n} records" and more.is_hidden()
+    assert _filter(page, "vllm") == f"{n - 1} of {n} records, the first 3 shown"  # not the hostile
 
 
 def test_a_chart_is_visible(browser: object, served: str) -> None:

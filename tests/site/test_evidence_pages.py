@@ -19,7 +19,7 @@ from tests.conftest import RECORD
 from tests.site.conftest import Site
 from tests.support import replicated
 from tests.support.committed import committed
-from tests.support.figures import as_recorded, close, headline, linked
+from tests.support.figures import as_recorded, close, headline, index_rows, linked
 from tests.support.golden import assert_golden, golden_path
 from tests.support.hostile import to_html
 
@@ -233,20 +233,32 @@ def test_a_superseded_replication_is_marked_and_many_are_counted(
     assert f"And {others - MAX_LISTED} more: see the [records index](index.md)." in page
 
 
-def test_the_index_groups_records_by_question_newest_first(tmp_path: Path, site: Site) -> None:
+def test_the_index_is_one_table_newest_first_with_each_record_s_question(
+    tmp_path: Path, site: Site
+) -> None:
     records = _replicated(tmp_path)
     (records / "unasked.yaml").write_text(
         "schema_version: 1\nid: unasked\ntitle: Later\nstatus: planned\ncreated: 2026-12-01\n"
     )
     data, index = _yaml(records), site(records)["records/index.md"]
-    groups = [g for g in index.split("\n## ")[1:] if not g.startswith("Plans")]
-    ids = [[linked(row) for row in g.splitlines() if row.startswith("| 20")] for g in groups]
-    assert ids == [["contradiction", "replication", "first"], ["elsewhere"], ["unasked"]]
-    for group in ids:
-        dates = [str(data[rid]["created"]) for rid in group]
-        assert dates == sorted(dates, reverse=True)
-    assert groups[-1].startswith("Records of no question")
-    assert groups[0].startswith("ngram vs baseline · tiny · test cpu · vllm\n")
+    assert index.count("\n| Date | Record |") == 1 and "\n## " not in index.split("## Plans")[0]
+    rows = index_rows(index)
+    assert sorted(linked(row["Record"]) for row in rows) == sorted(data)
+    shown = [(row["Date"], linked(row["Record"])) for row in rows]
+    assert shown == sorted(shown, reverse=True)  # newest first, by the date shown
+    for row in rows:
+        record = data[linked(row["Record"])]
+        assert row["Date"] == str(record.get("concluded") or record["created"])
+    by_id = {linked(row["Record"]): row for row in rows}
+    assert by_id["unasked"]["Question"] == "–" and by_id["unasked"]["Verdict"] == "planned"
+    asked = {rid: row["Question"] for rid, row in by_id.items() if rid != "unasked"}
+    assert asked["first"] == asked["replication"] == asked["contradiction"]
+    assert asked["first"] == "ngram vs baseline · tiny · test cpu · vllm"
+    assert asked["elsewhere"] != asked["first"]
+    config = data["first"]["config"]
+    assert by_id["first"]["Model"] == config["model"]["name"]
+    assert by_id["first"]["Hardware"] == config["hardware"]["cpu"]
+    assert by_id["first"]["Variant"] == f"{data['first']['verdict']['variant']} vs baseline"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from kbgen.site import build, render
 from tests.conftest import PLAN, RECORD, REPO
 from tests.site.conftest import Site, read_pages
 from tests.support.committed import committed
+from tests.support.figures import index_rows, linked
 from tests.support.golden import assert_golden, golden_path
 from tests.support.hostile import problems, to_html
 
@@ -168,7 +169,8 @@ def test_classes_that_disagree_stay_visible_on_every_page(kb_dir: Path, site: Si
 
 def test_classes_that_agree_are_not_repeated(kb_dir: Path, site: Site) -> None:
     pages = site(kb_dir)
-    assert "| refuted | -26.0% decode_tok_s | ngram |" in pages["records/index.md"]
+    (row,) = index_rows(pages["records/index.md"])
+    assert (row["Verdict"], row["Effect"]) == ("refuted", "-26.0% decode_tok_s")
     assert "**refuted**\n" in pages["plans/next-steps.md"]
 
 
@@ -208,18 +210,14 @@ def test_the_index_shows_each_record_s_effect_as_its_record_says(
     import yaml
 
     records = committed(tmp_path, "records") / "records"
-    rows = {
-        line.split("](", 1)[1].split(".md)", 1)[0]: line.split(" | ")
-        for line in site(records)["records/index.md"].splitlines()
-        if line.startswith("| 20")
-    }
+    rows = {linked(row["Record"]): row for row in index_rows(site(records)["records/index.md"])}
     shown = 0
     for path in sorted(records.glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         effects = [
             v["effect"] for v in ((data.get("verdict") or {}).get("per_class") or {}).values()
         ]
-        cell = rows[data["id"]][4]
+        cell = rows[data["id"]]["Effect"]
         if not effects:
             assert cell == "–"
             continue

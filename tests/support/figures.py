@@ -22,6 +22,22 @@ def linked(row: str) -> str:
     return found["id"]
 
 
+def index_rows(page: str) -> list[dict[str, str]]:
+    """The rows of the records index's table, in the page's order, each cell by its column's
+    heading (as the Markdown writes it: a record's link is `[title](id.md)`)."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Date | Record |"))
+    heads = lines[start].strip("| ").split(" | ")
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = line.removeprefix("| ").removesuffix(" |").split(" | ")
+        assert len(cells) == len(heads), line
+        rows.append(dict(zip(heads, cells, strict=True)))
+    return rows
+
+
 def headline(text: str) -> tuple[str | None, list[tuple[str, float, Any]], Any]:
     """(metric, [(class, effect, (low, high) or None)], acceptance (low, high) or None) of a
     headline as the page shows it, in percent."""

@@ -50,7 +50,15 @@ class Card:
     engine_version: str | None = None
     question: str | None = None  # `questions.question_of`'s key
     question_label: str | None = None
-    question_detail: str | None = None  # the common settings, to tell two labels apart
+    question_facets: questions.Facets = ()  # what the question is made of, to tell two apart
+    model: str | None = None  # the model's name
+    hardware: str | None = None  # `questions.hardware`: `8 × NVIDIA H200`
+    compared: str | None = None  # `ngram vs baseline`: the arm judged against the baseline
+
+    @property
+    def when(self) -> date:
+        """The date the index shows and sorts by: when it was concluded, else created."""
+        return self.concluded or self.created
 
     @property
     def classes(self) -> tuple[tuple[str, str], ...]:
@@ -65,6 +73,7 @@ class Card:
     def of(cls, record: Record) -> Card:
         verdict, config = record.verdict, record.config
         question = questions.question_of(record)
+        arms = questions.arms(record)
         return cls(
             record.id,
             record.title,
@@ -95,7 +104,10 @@ class Card:
             config.engine.version if config else None,
             question[0] if question else None,
             question[1] if question else None,
-            question[2] if question else None,
+            question[2] if question else (),
+            config.model.name if config else None,
+            questions.hardware(config.hardware) if config else None,
+            f"{arms[1]} vs {arms[0]}" if arms else None,
         )
 
     @functools.cached_property
@@ -132,6 +144,7 @@ class Card:
                     for r in data["results"]
                 ),
                 "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
+                "question_facets": tuple(tuple(pair) for pair in data["question_facets"]),
                 **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},
             }
         )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import textwrap
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,11 @@ from kbgen.kb.models import (
     Workload,
 )
 
-RULE = 3  # of `question_of`: cached cards, which keep its key, are keyed by it
+RULE = 4  # of `question_of`: cached cards, which keep its key and facets, are keyed by it
+
+Facets = tuple[tuple[str, str], ...]  # (what, its value in words), as `question_of` gives them
+SETTINGS = "settings"  # the facet of the common server arguments and `VLLM_*` variables
+UNSET = "unset"
 
 
 @dataclass(frozen=True)
@@ -188,12 +193,11 @@ def _names(names: tuple[str, ...]) -> str:
     return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
-def question_of(record: Record) -> tuple[str, str, str] | None:
-    """The key, a readable label and the common settings (server arguments and `VLLM_*`
-    variables, which tell apart two questions of one label) of the question `record` answers
-    by `ASKED`; None when it answers none."""
-    config, hypothesis = record.config, record.hypothesis
-    if config is None or hypothesis is None:
+def arms(record: Record) -> tuple[str, str] | None:
+    """The baseline and the variant judged against it (the verdict's, else the only other
+    arm); None when there is no such pair."""
+    config = record.config
+    if config is None:
         return None
     variant = record.verdict.variant if record.verdict else None
     if variant is None:
@@ -203,25 +207,129 @@ def question_of(record: Record) -> tuple[str, str, str] | None:
         variant = others[0]
     if variant not in config.variants or config.baseline not in config.variants:
         return None
-    asked = Asked(record, config, hypothesis, variant)
+    return config.baseline, variant
+
+
+def question_of(record: Record) -> tuple[str, str, Facets] | None:
+    """The key, a readable label and the facets (what the key is made of, in words: `tell_apart`
+    says from them what sets two questions of one label apart) of the question `record` answers
+    by `ASKED`; None when it answers none."""
+    config, hypothesis, pair = record.config, record.hypothesis, arms(record)
+    if config is None or hypothesis is None or pair is None:
+        return None
+    asked = Asked(record, config, hypothesis, pair[1])
     values = {part.key: part.value(asked) for part in ASKED}
     key = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
-    settings = [*config.server_args, *(f"{k}={v}" for k, v in _vllm_env(config).items())]
-    return key, _label(record, variant), " ".join(settings)
+    return key, _label(record, pair[1]), _facets(values)
+
+
+def _facets(values: dict[str, Any]) -> Facets:
+    """What the parts of `ASKED` read (`values`, by part) beyond the label, as (what, value) in
+    words: the server's settings as one facet, the fields of the hypothesis, model, hardware and
+    workload by their names in the record (`max_tokens`), each arm's under `baseline.` and
+    `variant.`."""
+    settings = [*values["server_args"], *(f"{k}={v}" for k, v in values["vllm_env"].items())]
+    out = [(SETTINGS, " ".join(settings))]
+    for part in ("hypothesis", "model", "hardware", "workload"):
+        out += _flat("", values[part] or {})
+    baseline, variant = values["arms"]
+    out += _flat("baseline.", baseline) + _flat("variant.", variant)
+    # what the label says (the engine, the model's name) never differs between two of one label;
+    # a field unset is left out (`tell_apart` reads it as unset): cards are cached by thousands
+    return tuple(
+        (name, value) for name, value in out if value not in ("", UNSET) and name != "name"
+    )
+
+
+def _flat(prefix: str, fields: dict[str, Any]) -> list[tuple[str, str]]:
+    """`fields` as (dotted name, words) pairs, nested mappings flattened; a list is one value,
+    its items space-separated."""
+    out = []
+    for name in sorted(fields):
+        value = fields[name]
+        if isinstance(value, dict):
+            out += _flat(f"{prefix}{name}.", value)
+        elif isinstance(value, list):
+            out.append((prefix + name, " ".join(map(_words, value)) or "none"))
+        else:
+            out.append((prefix + name, _words(value)))
+    return out
+
+
+def _words(value: Any) -> str:
+    if value is None:
+        return UNSET
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)  # true, 0.7, {"a": 1}: as the record's YAML says
+
+
+def tell_apart(facets: Mapping[str, Facets], fallback: Mapping[str, str]) -> dict[str, str]:
+    """What sets apart each of several questions that share a label, in words, by key: every
+    facet whose value is not the same in all of them, as `max_tokens 512`, the server's settings
+    first and as the words one has and the others lack (`with --no-async-scheduling`, `without
+    …`). Where that still leaves two alike (values that differ only in how they are written),
+    each gets `fallback`'s words too (`as in RECORD`, its newest record)."""
+    values = {key: dict(pairs) for key, pairs in facets.items()}
+    names = sorted({name for pairs in facets.values() for name, _ in pairs}, key=_order)
+    differ = [n for n in names if len({v.get(n, UNSET) for v in values.values()}) > 1]
+    settings = _settings_said(values) if SETTINGS in differ else {}
+    said = {
+        key: " · ".join(
+            settings[key] if name == SETTINGS else f"{name} {own.get(name, UNSET)}"
+            for name in differ
+        )
+        for key, own in values.items()
+    }
+    alike = Counter(said.values())
+    return {
+        key: " · ".join(filter(None, [text, f"as in {fallback[key]}"])) if alike[text] > 1 else text
+        for key, text in said.items()
+    }
+
+
+def _order(name: str) -> tuple[bool, str]:
+    """The server's settings first, then by name: the same order in every label."""
+    return name != SETTINGS, name
+
+
+def _settings_said(values: Mapping[str, dict[str, str]]) -> dict[str, str]:
+    """By key: `with W…` (the words of its settings that not all share), else `without W…` (the
+    words of others' it lacks), else its settings as they are (the same words in another order)."""
+    words = {key: v.get(SETTINGS, "").split() for key, v in values.items()}
+    shared = set.intersection(*(set(w) for w in words.values()))
+    anyone = sorted({w for ws in words.values() for w in ws} - shared)
+    said = {}
+    for key, own in words.items():
+        extra = [w for w in own if w not in shared]
+        if extra:
+            said[key] = f"with {' '.join(extra)}"
+        elif anyone:  # its words are all shared: it lacks every other one
+            said[key] = f"without {' '.join(anyone)}"
+        else:
+            said[key] = f"{SETTINGS} {' '.join(own) or 'none'}"
+    return said
+
+
+def hardware(hw: Hardware) -> str:
+    """`8 × NVIDIA H200`, `2 × Intel Xeon`: the accelerators, else the CPUs."""
+    if hw.accelerator:
+        return f"{hw.count} × {hw.accelerator}" if hw.count else hw.accelerator
+    if hw.cpu:
+        return f"{hw.cpu_count} × {hw.cpu}" if hw.cpu_count else hw.cpu
+    return "unstated hardware"
 
 
 def _label(record: Record, variant: str) -> str:
     """`ngram vs baseline · smollm2-135m-instruct · 2 × Intel Xeon · vllm · concurrency 1`."""
     assert record.config is not None
     config = record.config
-    hw = config.hardware
-    if hw.accelerator:
-        hardware = f"{hw.count} × {hw.accelerator}" if hw.count else hw.accelerator
-    elif hw.cpu:
-        hardware = f"{hw.cpu_count} × {hw.cpu}" if hw.cpu_count else hw.cpu
-    else:
-        hardware = "unstated hardware"
-    parts = [f"{variant} vs {config.baseline}", config.model.name, hardware, config.engine.name]
+    parts = [
+        f"{variant} vs {config.baseline}",
+        config.model.name,
+        hardware(config.hardware),
+        config.engine.name,
+    ]
     if record.workload and record.workload.concurrency:
         parts.append(f"concurrency {record.workload.concurrency}")
     return " · ".join(parts)

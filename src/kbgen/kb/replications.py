@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from kbgen.kb import questions
 from kbgen.kb.models import Status
 
 if TYPE_CHECKING:
@@ -162,8 +163,8 @@ def evidence(cards: Iterable[Card]) -> Evidence:
 
 
 def _labels(newest: dict[str, Card]) -> dict[str, str]:
-    """Each question's label; where two share one, what sets them apart added: the common
-    settings one has and the others lack (`… · with --no-async-scheduling`)."""
+    """Each question's label; where two share one, what sets them apart added in words
+    (`questions.tell_apart`: `… · with --no-async-scheduling`, `… · max_tokens 512`)."""
     by_label: dict[str, list[str]] = {}
     for key, card in newest.items():
         by_label.setdefault(card.question_label or key, []).append(key)
@@ -172,13 +173,11 @@ def _labels(newest: dict[str, Card]) -> dict[str, str]:
         if len(keys) == 1:
             labels[keys[0]] = label
             continue
-        words = {key: (newest[key].question_detail or "").split() for key in keys}
-        shared = set.intersection(*(set(w) for w in words.values()))
-        for key in keys:
-            own = [w for w in words[key] if w not in shared]
-            others = sorted({w for k in keys if k != key for w in words[k]} - shared)
-            said = f"with {' '.join(own)}" if own else f"without {' '.join(others)}"
-            labels[key] = f"{label} · {said}" if own or others else f"{label} · {key}"
+        said = questions.tell_apart(
+            {key: newest[key].question_facets for key in keys},
+            {key: newest[key].id for key in keys},
+        )
+        labels.update((key, f"{label} · {said[key]}") for key in keys)
     return labels
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
-FILE_CACHE_FORMAT = 4  # of `_entry`: bump it when that changes, so older caches are ignored
+FILE_CACHE_FORMAT = 5  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
 
@@ -302,7 +302,7 @@ def _code_key(templates: Path | None) -> str:
     """Changes whenever kbgen, its templates or any file of the user's templates folder does."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(str(resources.files("kbgen")))
-    sources = [*sorted(package.rglob("*.j2")), *sorted(package.rglob("*.py"))]
+    sources = [path for kind in ("j2", "js", "py") for path in sorted(package.rglob(f"*.{kind}"))]
     if templates is not None:  # every file: a template may include or import any of them
         sources += sorted(p for p in templates.rglob("*") if p.is_file())
     for path in sources:

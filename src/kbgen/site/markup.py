@@ -1,4 +1,6 @@
-"""Text made harmless for a Markdown page: the encoders behind `render.to_page`, one per kind.
+"""Text made harmless for a Markdown page: `to_page` and its encoders, one per kind.
+
+`to_page` is the one way a value reaches a page.
 
 - `inert`: plain text (a title, a task, a caveat, a model name, an id) becomes Markdown that
   shows exactly that text on one line. The characters that can start a link, an image, raw
@@ -36,8 +38,10 @@ import html
 import posixpath
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any, Literal
 
 import markdown as python_markdown
 import nh3
@@ -412,3 +416,31 @@ def _inline(nodes: list[_Node | str], start: bool = True, breaks: bool = True) -
 def _one_line_of(nodes: list[_Node | str]) -> str:
     """Inline nodes as one line (a heading, a table cell, an admonition's title)."""
     return _inline(nodes, breaks=False)
+
+
+class Markdown(str):
+    """Text already encoded for a Markdown page by `to_page`: printed as is."""
+
+
+Kind = Literal["text", "markdown", "code", "front_matter"]
+_ENCODERS: dict[str, Callable[[str], str]] = {
+    "text": inert,
+    "code": code,
+    "front_matter": front_matter,
+}
+
+
+def to_page(value: Any, kind: Kind = "text", base: str = "") -> Markdown:
+    """The one way a value reaches a page (Jinja's `finalize`, and the filters of each kind).
+
+    `text`: shown as exactly that text; `markdown`: the author's Markdown with only safe links
+    (its relative links rebased onto `base`, where the page is not in the record's folder);
+    `code`: inline code; `front_matter`: a YAML string. None is empty; a `Markdown` value is
+    already encoded.
+    """
+    if isinstance(value, Markdown):
+        return value
+    text = "" if value is None else str(value)
+    if kind == "markdown":
+        return Markdown(markdown(text, base))
+    return Markdown(_ENCODERS[kind](text))
