@@ -76,13 +76,6 @@ def test_every_docstring_ends_with_an_example(command: click.Command) -> None:
 
 PACKAGE = REPO / "src" / "kbgen"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-# Modules whose docstrings are still longer than a few lines: their owners, reshaping them in
-# issue 20, trim them (the reasons going to docs/design.md) and take them off this list.
-LONG_DOCSTRINGS = {
-    "site/charts.py",
-    "site/markup.py",
-    "site/render.py",
-}
 
 
 def _docstring(path: Path) -> str:
@@ -103,15 +96,12 @@ def test_every_module_says_in_its_first_line_what_it_is_for(path: Path) -> None:
 
 def test_module_docstrings_are_a_few_lines() -> None:
     """A summary and at most one short paragraph; the reasons belong in docs/design.md."""
-    long = set()
-    for path in MODULES:
-        doc = _docstring(path)
-        if len(doc.splitlines()) > 6 or len(doc.split("\n\n")) > 2:
-            long.add(_name(path))
-    assert long == LONG_DOCSTRINGS, (
-        f"too long now: {sorted(long - LONG_DOCSTRINGS)}; "
-        f"trimmed (take them off LONG_DOCSTRINGS): {sorted(LONG_DOCSTRINGS - long)}"
-    )
+    long = [
+        _name(path)
+        for path in MODULES
+        if len((doc := _docstring(path)).splitlines()) > 6 or len(doc.split("\n\n")) > 2
+    ]
+    assert long == [], f"too long (the reasons go to docs/design.md): {long}"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)

@@ -1,15 +1,6 @@
 """Static SVG charts of a record: pure functions from a record to SVG text, byte-deterministic.
 
-The SVG is inline in the record's page (one file per record to write, not three), so its styles
-are scoped to the `kbgen-chart` class.
-
-- `metric`: the primary metric per prompt class, one bar per variant, with whiskers of the 95%
-  interval of the mean (normal approximation: mean ± 1.96·stdev/√n) where n and stdev are known.
-- `acceptance`: the acceptance rate at each draft position (per drafted step), per speculative
-  variant; a figure known only as a range is drawn as its midpoint with the range as whiskers.
-
-Hand-written SVG rather than a plotting library: a record's charts are two small bar charts, and
-rendering ten thousand records must take seconds, not minutes. Every label is escaped.
+Hand-written, inline in the page, every label escaped. See docs/design.md, "Charts".
 """
 
 from __future__ import annotations

@@ -1,34 +1,7 @@
 """Text made harmless for a Markdown page: `to_page` and its encoders, one per kind.
 
-`to_page` is the one way a value reaches a page.
-
-- `inert`: plain text (a title, a task, a caveat, a model name, an id) becomes Markdown that
-  shows exactly that text on one line. The characters that can start a link, an image, raw
-  HTML, an entity, an attribute list (`{: onclick=…}`: Material's tags plugin turns attr_list
-  on), code, a table cell or an escape — ``\\ ` * _ [ ] { } | < > &`` — are escaped wherever
-  they are, and what starts a block (`#`, a list marker, `!!!`, a rule, a fence) where the text
-  starts; control characters go, line breaks become spaces. Escaped text stays text inside a
-  code span or a table cell too, so it is safe wherever a template puts it. (`]` is written
-  `&#93;`: Python-Markdown finds a reference definition, `[id]: url`, before it reads escapes.)
-  Prose with nothing to escape is left as it is, a shortcut that gives the same result.
-- `code`: plain text as inline code (backticks where nothing in it could end the span, else
-  `<code>` around inert text).
-- `markdown`: the author's Markdown (context, rationale, …) is converted by Python-Markdown,
-  the parser MkDocs uses, with raw HTML off (it stays text); nh3, a maintained sanitizer,
-  cleans that HTML against the tags Markdown makes, with http, https and mailto the only URL
-  schemes; and the page gets Markdown that kbgen writes back from the cleaned tree, every text
-  through `inert` and every URL checked again as a browser reads it (`safe_url`), then
-  percent-encoded. No construct of the author's reaches the page as they wrote it — inline or
-  reference links, autolinks, raw HTML, entity, case or whitespace tricks in a URL, attribute
-  lists — only text, or a link whose URL passed both checks. The page stays Markdown, so MkDocs
-  still resolves links to other pages (`other-record.md`) and lists headings in the contents.
-- `front_matter`: a YAML string for a page's front matter, its HTML escaped: MkDocs' themes
-  print `page.title` into HTML unescaped.
-
-nh3 acts on the fields' HTML here rather than on the built site: MkDocs makes the site's HTML
-after kbgen, and a pass there would be a build hook (ignored by Zensical) or a step of its own
-that a site built without it would silently miss. The only module that imports Python-Markdown
-and nh3.
+The only module that imports Python-Markdown and nh3. What each kind does, and why here rather
+than on the built site: docs/design.md, "Text made harmless".
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """`kbgen render`: records and plans to plain Markdown pages and SVG charts; the only Jinja module.
 
-Pure functions, strings out: a record's page (`record_pages`), and the pages over many records,
-plans and indexes (`site_pages`; the records index's table and script are `site.index`'s), each
-by its path under docs/. `site.build` writes them. Output is deterministic: no timestamps, no
-random ids, sorted everything.
-
-**One path from text to page.** Jinja's `finalize` is `to_page` (`site.markup`), so every value a
-template prints — a title, a task, a caveat, an id, a model name, a number — goes through it, and
-it encodes the value by its kind: plain text by default, shown as exactly that text; `| markdown`
-for the fields that hold Markdown (context, rationale, decision, consequences, a hypothesis, a
-plan's context), rebuilt from their parse with only safe links left (`markdown(indent=4,
-base="../records/")` sets a record's field inside a list item of a plan's page, its relative
-links rebased); `| code` for inline code; `| front_matter` for a string of the YAML front
-matter. A `Markdown` value is one already encoded — what those filters return, the
-generated-page note, the charts (`charts` escapes their labels), the numbers of `estimate`,
-`interval` and `headline` — and is printed as is; a template cannot make one.
-
-**Templates run sandboxed**, kbgen's and those of `--templates DIR` (which may come from a pull
-request's branch) in one `ImmutableSandboxedEnvironment`: no attribute that starts with `_` (so no
-`__class__`, `__globals__`, `__init__`), no change to the values passed in; `range`, `*`, `**`,
-widths and counts (`center`, `indent`, a format's `{:>N}`) bounded, and output capped at
-`MAX_PAGE_CHARS` (a loop that runs for ever is not stopped). They are read only from their folder
-(`_Folder`): a name that leads out of it, a link to outside it, anything but a regular file or a
-file over `MAX_TEMPLATE_BYTES` is refused. Whatever goes wrong in a template — its syntax, an
-undefined name, what the sandbox refuses, a missing template, an error in an expression — is one
-`TemplateError`: `FILE:LINE: message`.
+Pure functions, strings out, every value printed through `to_page`, every template sandboxed.
+See docs/design.md, "Pages from templates".
 """
 
 from __future__ import annotations
