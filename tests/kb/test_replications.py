@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,9 @@ from kbgen.kb.models import Record
 from kbgen.kb.replications import MAX_LISTED, evidence
 from tests.conftest import RECORD
 from tests.support.properties import SETTINGS
+from tests.support.records import load_record
+
+EXAMPLE = Path(__file__).parents[2] / "records"
 
 BASE: dict[str, Any] = yaml.safe_load(RECORD)
 
@@ -269,3 +274,12 @@ def test_contradictions_are_every_disagreeing_pair(
         for c in evidence(cards).contradictions
     ]
     assert got == _every_pair(cards)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLE.glob("*.yaml")), ids=lambda path: path.name)
+def test_a_card_read_back_from_a_cache_has_the_same_digest(path: Path) -> None:
+    """Replication keys hash the cards' digests: a card from the render cache must give the
+    digest the record's own card gives, or every page with replications renders again."""
+    card = Card.of(load_record(path))
+    again = Card.from_json(json.loads(json.dumps(card.to_json())))
+    assert again == card and again.digest == card.digest

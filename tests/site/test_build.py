@@ -172,6 +172,24 @@ def test_a_cold_render_parses_each_file_once_replications_and_all(
     assert "## Replications" in page and "](second.md)" in page and "\x00" not in page
 
 
+def test_a_change_no_other_page_shows_parses_only_that_record(
+    kb_dir: Path, tmp_path: Path, seen: list[str]
+) -> None:
+    """In a question of three, a record's context (on its own page only) changed: the others'
+    cached cards give the same replications as before, so only that file is parsed again,
+    and again after the next change."""
+    for rid in ("second", "third"):  # the same setup as ngram-test: its replications
+        (kb_dir / f"{rid}.yaml").write_text(RECORD.replace("id: ngram-test", f"id: {rid}"))
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    build.render_site(kb_dir, docs, cache=cache)
+    second = kb_dir / "second.yaml"
+    for words in ("Why we ran it, again.", "Why we ran it, once more."):
+        seen.clear()
+        second.write_text(second.read_text().replace("context:", f"context: {words}", 1))
+        assert build.render_site(kb_dir, docs, cache=cache) == ["records/second.md"]
+        assert seen == ["second"]
+
+
 def test_a_user_record_template_shows_replications_where_it_likes(
     kb_dir: Path, tmp_path: Path, seen: list[str]
 ) -> None:

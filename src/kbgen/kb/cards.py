@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import date
@@ -112,9 +113,10 @@ class Card:
 
     @functools.cached_property
     def digest(self) -> str:
-        """Changes whenever anything on the card does (a page that shows it is then stale):
-        of its repr, which names every field (floats exactly), at a tenth of a JSON dump's cost."""
-        return hashlib.sha256(repr(self).encode()).hexdigest()
+        """Changes whenever anything on the card does (a page that shows it is then stale): of
+        its JSON, the same for a card made from a record and one read back from a cache."""
+        text = json.dumps(self.to_json(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in _CARD_FIELDS}  # `asdict` is ten times slower

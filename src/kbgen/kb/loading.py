@@ -185,9 +185,8 @@ def _examine(
     return path, Known(Facts.of(doc), each(doc, path))
 
 
-FACTS_FORMAT = 5  # of `Facts.to_json` and the products in it (3: lint_facts finds secrets; 4:
-# a Card's metric and effects; 5: lint_facts' card): bump it when they change, so older caches
-# are ignored
+FACTS_FORMAT = 6  # of `Facts.to_json` and the products in it, a Card among them: bump it when
+# they change, so older caches are ignored
 
 
 def _rules_key() -> str:

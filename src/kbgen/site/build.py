@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
-FILE_CACHE_FORMAT = 5  # of `_entry`: bump it when that changes, so older caches are ignored
+FILE_CACHE_FORMAT = 6  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
 
