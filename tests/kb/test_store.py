@@ -276,8 +276,16 @@ def test_positions_fall_back_to_ruamel_where_the_fast_path_does(tmp_path: Path) 
     assert not isinstance(store.positions(path), store._Lines)
 
 
-@pytest.mark.parametrize("text", ["org/m\nrev \x10", "a\u2028b\nc", "a\x85\nb", "x\n\ty", "a\nb"])
+MULTI_LINE = ["org/m\nrev \x10", "a\u2028b\nc", "a\x85\nb", "x\n\ty", "a\nb", "a\xa0\n👩\u200d💻\xad"]
+
+
+@pytest.mark.parametrize("text", MULTI_LINE)
 def test_a_multi_line_string_reads_back_as_written(text: str) -> None:
     """A literal block holds printable lines (tabs too); any other multi-line string is quoted,
     so a control character or an odd line break is escaped, never written raw."""
     assert store.plain(store.parse_text(store.dump({"k": text})))["k"] == text
+
+
+def test_a_multi_line_string_of_printable_text_stays_a_literal_block() -> None:
+    """A non-breaking space, a soft hyphen, an emoji joined by U+200D: printable to YAML."""
+    assert store.dump({"k": "a\xa0b\n👩\u200d💻 \xad"}).startswith("k: |")

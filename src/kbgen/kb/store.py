@@ -97,51 +97,7 @@ def _from_events(text: str) -> Any:
     it. Duplicate keys, other keys that are not strings, anchors, aliases, explicit tags, merge
     keys and multiple documents raise _NotFast: ruamel reads those.
     """
-    root: list[Any] = []
-    stack: list[Any] = [root]
-    keys: list[Any] = [None]
-
-    def add(value: Any) -> None:
-        top = stack[-1]
-        if type(top) is list:
-            top.append(value)
-        elif keys[-1] is _KEY:
-            if type(value) is int:  # `per_unit`'s prompt indexes: text, as `plain` makes them
-                value = str(value)
-            elif type(value) is not str:
-                raise _NotFast
-            if value in top:
-                raise _NotFast
-            keys[-1] = value
-        else:
-            top[keys[-1]] = value
-            keys[-1] = _KEY
-
-    event: Any  # the attributes differ by kind; the kind is checked first
-    for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader):
-        kind = type(event)
-        if kind is pyyaml.ScalarEvent:
-            if event.anchor is not None or event.tag not in (None, "!"):
-                raise _NotFast
-            plain_style = not event.style and event.implicit[0]
-            add(_plain_scalar(event.value) if plain_style else event.value)
-        elif kind is pyyaml.MappingStartEvent or kind is pyyaml.SequenceStartEvent:
-            if event.anchor is not None or event.tag is not None:
-                raise _NotFast
-            container: Any = {} if kind is pyyaml.MappingStartEvent else []
-            if type(stack[-1]) is dict and keys[-1] is _KEY:
-                raise _NotFast  # a collection as a key
-            add(container)
-            stack.append(container)
-            keys.append(_KEY)
-        elif kind is pyyaml.MappingEndEvent or kind is pyyaml.SequenceEndEvent:
-            stack.pop()
-            keys.pop()
-        elif kind is pyyaml.AliasEvent:
-            raise _NotFast
-    if len(root) != 1:
-        raise _NotFast  # empty, or several documents
-    return root[0]
+    return _walk(text, located=False)
 
 
 class _Lines(dict[Any, tuple[int, Any]]):
@@ -158,38 +114,47 @@ class _ItemLines(list[tuple[int, Any]]):
         return self[part] if isinstance(part, int) and 0 <= part < len(self) else None
 
 
-def _lines_from_events(text: str) -> Any:
-    """The lines of every key and item, from libyaml's events: what `line_of` needs of a file
-    the fast path reads, found without ruamel's far slower parse. _NotFast where that path
-    would fall back (the same rules as `_from_events`)."""
-    root = _ItemLines()
+def _walk(text: str, located: bool) -> Any:
+    """The document built from libyaml's events by `_from_events`' rules: plain data, or with
+    `located` the line of every key and item beside what it holds (`_Lines`, `_ItemLines`)."""
+    mapping, sequence = (_Lines, _ItemLines) if located else (dict, list)
+    root: list[Any] = sequence()
     stack: list[Any] = [root]
     keys: list[Any] = [None]
 
-    def add(line: int, value: Any) -> None:
+    def add(value: Any, line: int) -> None:
         top = stack[-1]
-        if type(top) is _ItemLines:
-            top.append((line, value))
+        if type(top) is sequence:
+            top.append((line, value) if located else value)
         elif keys[-1] is _KEY:
+            if type(value) is int:  # `per_unit`'s prompt indexes: text, as `plain` makes them
+                value = str(value)
+            elif type(value) is not str:
+                raise _NotFast
+            if value in top:
+                raise _NotFast
             keys[-1] = (line, value)
         else:
             key_line, key = keys[-1]
-            top[key] = (key_line, value)
+            top[key] = (key_line, value) if located else value
             keys[-1] = _KEY
 
-    event: Any
+    event: Any  # the attributes differ by kind; the kind is checked first
     for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader):
-        kind, line = type(event), event.start_mark.line + 1
+        kind = type(event)
         if kind is pyyaml.ScalarEvent:
             if event.anchor is not None or event.tag not in (None, "!"):
                 raise _NotFast
             plain_style = not event.style and event.implicit[0]
-            add(line, _plain_scalar(event.value) if plain_style else event.value)
+            value = _plain_scalar(event.value) if plain_style else event.value
+            add(value, event.start_mark.line + 1)
         elif kind is pyyaml.MappingStartEvent or kind is pyyaml.SequenceStartEvent:
-            if type(stack[-1]) is _Lines and keys[-1] is _KEY:
+            if event.anchor is not None or event.tag is not None:
                 raise _NotFast
-            container: Any = _Lines() if kind is pyyaml.MappingStartEvent else _ItemLines()
-            add(line, container)
+            if type(stack[-1]) is mapping and keys[-1] is _KEY:
+                raise _NotFast  # a collection as a key
+            container: Any = mapping() if kind is pyyaml.MappingStartEvent else sequence()
+            add(container, event.start_mark.line + 1)
             stack.append(container)
             keys.append(_KEY)
         elif kind is pyyaml.MappingEndEvent or kind is pyyaml.SequenceEndEvent:
@@ -198,8 +163,8 @@ def _lines_from_events(text: str) -> Any:
         elif kind is pyyaml.AliasEvent:
             raise _NotFast
     if len(root) != 1:
-        raise _NotFast
-    return root[0][1]
+        raise _NotFast  # empty, or several documents
+    return root[0][1] if located else root[0]
 
 
 def positions(path: Path) -> Any:
@@ -208,7 +173,7 @@ def positions(path: Path) -> Any:
     text, _ = read_text(path)
     if not _suspicious(text):
         try:
-            return _lines_from_events(text)
+            return _walk(text, located=True)
         except (pyyaml.YAMLError, ValueError, _NotFast):
             pass
     return _parse(_round_trip_yaml(), path, text)
@@ -411,10 +376,16 @@ def _to_tree(value: Any) -> Any:
     return value
 
 
+# what a literal block cannot hold as it is (YAML's printable set, less its line breaks and
+# the byte-order mark): a string with any of them is quoted, and these escaped
+_NOT_IN_BLOCK = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
+)
+
+
 def _printable_lines(text: str) -> bool:
-    """Whether a literal block can hold `text`: lines of printable characters (and tabs); a
-    control character or another line break there would be written raw, and not read back."""
-    return all(line.replace("\t", " ").isprintable() for line in text.split("\n"))
+    """Whether a literal block can hold `text` and read it back as it is."""
+    return _NOT_IN_BLOCK.search(text) is None
 
 
 def merge(tree: CommentedMap, updates: Mapping[str, Any]) -> None:
