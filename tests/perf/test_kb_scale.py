@@ -21,10 +21,20 @@ def test_kb_scale_quick_times_every_command_on_both_shapes(tmp_path: Path) -> No
     )
     mixed, one = json.loads(out.read_text())
     assert (mixed["shape"], one["shape"]) == ("mixed", "one-question")
+    timed = [
+        "validate_cold",
+        "validate_filling_cache",
+        "validate_warm",
+        "render_cold",
+        "render_noop",
+        "render_one_changed",
+        "validate_one_changed",
+    ]
     for figures in (mixed, one):
         assert figures["pages"] >= figures["records"]  # every copy has its page
-        wall, peak = figures["render_cold"]
-        assert wall > 0 and peak > 0
+        for name in timed:
+            wall, peak = figures[name]
+            assert wall > 0 and peak > 0, name
     assert mixed["broken"] > 0 and mixed["validate_broken"][0] > 0
 
 

@@ -329,3 +329,37 @@ def test_the_page_names_kbgen_s_commit_and_the_spec_s_apart(
     page = site(kb_dir)["records/ngram-test.md"]
     shown = [line for line in page.splitlines() if line.startswith(("- Ran ", "- The spec "))]
     assert shown == lines
+
+
+def test_sections_filled_in_later_make_the_page_rendering_with_them_does() -> None:
+    """A page made before every card is in, its sections filled afterwards (`render.fill`), is
+    byte for byte the page rendered with its replications known, for every example record."""
+    from kbgen.kb import replications
+    from kbgen.kb.cards import Card
+    from tests.support.records import load_record
+
+    paths = sorted((REPO / "records").glob("*.yaml"))
+    records = [load_record(path) for path in paths]
+    records += [r.model_copy(update={"id": f"{r.id}-again"}) for r in records]  # replications
+    found = replications.evidence(Card.of(r) for r in records)
+    env = render.environment(None)
+    assert any(found.related(r.id).others for r in records)  # the sections are not all empty
+    for record in records:
+        related, source = found.related(record.id), f"records/{record.id}.yaml"
+        later = render.record_pages(env, record, source, {}, None)
+        filled = render.fill(env, later, related, render.sections_of(record))
+        assert filled == render.record_pages(env, record, source, {}, related)
+
+
+def test_record_text_cannot_forge_a_section_marker(tmp_path: Path) -> None:
+    """The markers are control characters, which no value from a record prints: a title and a
+    context holding one render as text, and no section appears where they are."""
+    marker = '"\\0kbgen:replications\\0 and \\0kbgen:warnings\\0"'
+    text = RECORD.replace("title: n-gram vs baseline", f"title: {marker}", 1)
+    (tmp_path / "records" / "plans").mkdir(parents=True)
+    (tmp_path / "records" / "plans" / "next-steps.yaml").write_text(PLAN)
+    (tmp_path / "records" / "ngram-test.yaml").write_text(text)
+    build.render_site(tmp_path / "records", tmp_path / "docs", cache=None)
+    page = (tmp_path / "docs" / "records" / "ngram-test.md").read_text()
+    assert "\0" not in page and "kbgen:replications and kbgen:warnings" in page
+    assert "## Replications" not in page

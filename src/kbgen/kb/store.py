@@ -1,7 +1,8 @@
 """Reading and writing the knowledge base's YAML files; the only module that imports a YAML library.
 
-A fast path for reading many files, ruamel's round trip for updates and positions; saves are
-atomic and never overwrite a file changed since it was read. See docs/design.md, "YAML".
+A fast path from libyaml's events for reading many files (and locating their problems), ruamel's
+round trip for updates; saves never overwrite a file changed since it was read. See
+docs/design.md, "YAML".
 """
 
 from __future__ import annotations

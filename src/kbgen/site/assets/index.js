@@ -1,7 +1,8 @@
 // The records index (records/index.md, written by `kbgen render`): a click on a column's heading
 // sorts its table by that column, a box filters its rows, and a few hundred rows are shown at a
-// time. Without this script the table is complete, newest first. The table is read from the page as the browser built it: rows are only
-// reordered and hidden, and no text of a record is ever written as HTML.
+// time. Without this script the table is complete, newest first. The table is read from the page
+// as the browser built it: rows are only reordered and hidden, and no text of a record is ever
+// written as HTML.
 (() => {
   "use strict";
 
