@@ -57,5 +57,5 @@ def test_no_module_is_over_600_lines(name: str) -> None:
     assert lines <= MAX_LINES, f"{MODULES[name]}: {lines} lines; split it by what it does"
 
 
-def test_loading_is_loading_only() -> None:
+def test_loading_is_under_250_lines() -> None:
     assert MODULES["kbgen.kb.loading"].read_text().count("\n") <= MAX_LOADING_LINES

@@ -49,6 +49,10 @@ class Job:
     # False in the first pass, before every card is in: the pages of a record that answers a
     # question (it may have replications) are held, not written, until they are known
     replications_known: bool = True
+    # kbgen's record template, whose parts that show other records are sections (`render.fill`):
+    # filled in once every card is in, each file parsed once; a user's `record.md.j2` may show
+    # them anywhere, so its pages are rendered again where they are out of date
+    sections: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,8 @@ def render_site(
     # a record's page lists its replications: one that may have some is held until every card
     # is in, then written, or rendered again (as is a trusted one) if they are not what it
     # was rendered with
-    first = dataclasses.replace(job, replications_known=False)
+    own = templates is None or not (templates / "record.md.j2").exists()
+    first = dataclasses.replace(job, replications_known=False, sections=own)
     base = kb.scan([records], functools.partial(render_file, first), known=known)
     found = replications.evidence(_cards(base.products.values())) if not base.problems else None
     if found is not None:
@@ -205,19 +210,13 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     related = job.related.get(doc.id, NOTHING)
     env = render.environment(job.templates)
     if not job.replications_known and card.question is not None:  # written by `render_site`
-        if _own_record_template(job.templates):  # its sections filled in there: parsed once
+        if job.sections:  # its sections filled in there: parsed once
             made = render.record_pages(env, doc, source, job.tasks, None)
             return RecordPages(card, {}, "", held=made, here=render.sections_of(doc))
         made = render.record_pages(env, doc, source, job.tasks, related)
         return RecordPages(card, {}, related.key, held=made)
     made = render.record_pages(env, doc, source, job.tasks, related)
     return _synced(job, card, related.key, made)
-
-
-def _own_record_template(templates: Path | None) -> bool:
-    """Whether record pages are kbgen's template, whose parts that show other records are
-    sections (`render.fill`); a user's `record.md.j2` may show them anywhere."""
-    return templates is None or not (templates / "record.md.j2").exists()
 
 
 def _synced(job: Job, card: Card, related: str, made: dict[str, str]) -> RecordPages:
