@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -323,3 +324,31 @@ def test_a_server_that_dies_leaves_none_of_its_processes_behind(tmp_path: Path) 
             break
         time.sleep(0.1)
     assert not _running(worker)
+
+
+def test_a_server_has_its_own_process_group_in_kbgen_s_session(tmp_path: Path) -> None:
+    """Its own group: stop() ends its workers with it. kbgen's session: on Linux a session is
+    a scheduler autogroup, and a server in one of its own shared the CPU as a unit against the
+    client; on a busy machine its API process then sent a whole stream in one piece at the end."""
+    from tests.support import fake_server
+
+    server = ProcessServer(
+        launcher="process",
+        command=[sys.executable, fake_server.__file__],
+        model="m",
+        port=free_port(),
+        startup_timeout_s=60,
+    )
+    launcher = ProcessLauncher(server)
+
+    async def go() -> tuple[int, int, int]:
+        try:
+            launched = await launcher.start("v", Variant(), tmp_path / "v.log", lambda s: None)
+            assert launched.pid is not None
+            return launched.pid, os.getpgid(launched.pid), os.getsid(launched.pid)
+        finally:
+            await launcher.stop()
+
+    pid, group, session = asyncio.run(go())
+    assert group == pid != os.getpgid(0)
+    assert session == os.getsid(0)

@@ -284,7 +284,10 @@ class ProcessLauncher:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 env={**os.environ, **environment},
-                start_new_session=True,  # its own process group: stop() reaches its workers
+                # its own process group, so stop() reaches its workers, but kbgen's session:
+                # a session of its own is a scheduler autogroup of its own on Linux, and on
+                # a busy machine its API process then starved until a stream ended
+                process_group=0,
                 limit=LINE_LIMIT,
             )
         except OSError as exc:
