@@ -129,8 +129,10 @@ class Card:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Card:
-        return cls(
+    def from_json(cls, data: dict[str, Any], digest: str | None = None) -> Card:
+        """The card `to_json` wrote; `digest`, when given, is the one it had then (a cache
+        keeps it, so a card read back is not serialised again to learn it)."""
+        card = cls(
             **{
                 **data,
                 "status": Status(data["status"]),
@@ -150,6 +152,9 @@ class Card:
                 **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},
             }
         )
+        if digest is not None:
+            card.__dict__["digest"] = digest  # where `functools.cached_property` keeps it
+        return card
 
 
 _CARD_FIELDS = tuple(f.name for f in fields(Card))

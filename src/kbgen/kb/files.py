@@ -308,6 +308,7 @@ class FingerprintCache:
 
     def __init__(self, path: Path, key: str) -> None:
         self.path, self.key, self.changed = path, key, False
+        self._cwd = os.getcwd()  # the entries' paths are absolute; `Path.absolute` is slow
         self.entries: dict[str, list[Any]] = {}  # absolute path -> [fingerprint, value]
         try:
             content = json.loads(read_regular(path, MAX_CACHE_BYTES))
@@ -318,12 +319,12 @@ class FingerprintCache:
 
     def get(self, path: Path, fingerprint: Fingerprint) -> Any | None:
         """The value put for `path` when it had this fingerprint; None otherwise."""
-        entry = self.entries.get(str(path.absolute()))
+        entry = self.entries.get(os.path.join(self._cwd, path))
         return entry[1] if fingerprint and entry is not None and entry[0] == fingerprint else None
 
     def put(self, path: Path, fingerprint: Fingerprint, value: Any) -> None:
         """Remember `value` (JSON data) for `path`, fingerprinted before it was read."""
-        self.entries[str(path.absolute())] = [fingerprint, value]
+        self.entries[os.path.join(self._cwd, path)] = [fingerprint, value]
         self.changed = True
 
     def save(self) -> None:

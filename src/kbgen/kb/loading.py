@@ -124,6 +124,7 @@ def scan(
     *,
     known: Mapping[Path, Known] | None = None,
     references: bool = True,
+    listed: list[Path] | None = None,
 ) -> KnowledgeBase:
     """Every record and plan under `paths`, validated and cross-checked, each valid one handed
     to `each` (a picklable function) in the process that parsed it: what it returns is the
@@ -131,9 +132,11 @@ def scan(
 
     A file in `known` is not parsed: its facts and product are as given there (its caller's
     cache vouches for them). With ``references=False`` links between files are not checked
-    (for a partial set of files).
+    (for a partial set of files). `listed`: the files under `paths`, where the caller has
+    listed them already (`files.iter_yaml_files`).
     """
-    return _scan(files.iter_yaml_files(paths), each, known or {}, references)
+    found = files.iter_yaml_files(paths) if listed is None else listed
+    return _scan(found, each, known or {}, references)
 
 
 def _scan(

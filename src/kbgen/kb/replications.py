@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,18 +84,19 @@ class Related:
 
     @functools.cached_property
     def key(self) -> str:
-        data = json.dumps(
-            [
-                self.label,
-                [c.digest for c in self.others],
-                self.more,
-                [[c.older.digest, c.newer.digest, c.cls, c.why] for c in self.contradictions],
-                None if self.stale is None else self.stale.newest.digest,
-            ],
-            sort_keys=True,
-            default=str,
-        )
-        return hashlib.sha256(data.encode()).hexdigest()
+        parts = [
+            self.label,
+            str(len(self.others)),
+            *[c.digest for c in self.others],
+            str(self.more),
+            str(len(self.contradictions)),
+            *[f"{c.older.digest} {c.newer.digest} {c.cls} {c.why}" for c in self.contradictions],
+            "" if self.stale is None else self.stale.newest.digest,
+        ]
+        digest = hashlib.sha256()
+        for part in parts:  # each length-prefixed, each list counted: no two hash alike
+            digest.update(f"{len(part)}:{part}".encode())
+        return digest.hexdigest()
 
 
 NOTHING = Related("")

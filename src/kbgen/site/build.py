@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
-FILE_CACHE_FORMAT = 6  # of `_entry`: bump it when that changes, so older caches are ignored
+FILE_CACHE_FORMAT = 7  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
 
@@ -113,10 +113,11 @@ def render_site(
     # was rendered with
     own = templates is None or not (templates / "record.md.j2").exists()
     first = dataclasses.replace(job, replications_known=False, sections=own)
-    base = kb.scan([records], functools.partial(render_file, first), known=known)
+    listed = list(inputs)
+    base = kb.scan([records], functools.partial(render_file, first), known=known, listed=listed)
     found = replications.evidence(_cards(base.products.values())) if not base.problems else None
     if found is not None:
-        base = _with_replications(base, job, found, known)
+        base = _with_replications(base, job, found, known, listed)
         env = render.environment(templates)
         held = [(path, p) for path, p in base.products.items() if getattr(p, "held", None)]
         for path, product in held:
@@ -164,7 +165,7 @@ def _cards(products: Iterable[Any]) -> list[Card]:
 
 
 def _with_replications(
-    base: KnowledgeBase, job: Job, found: Evidence, known: dict[Path, Known]
+    base: KnowledgeBase, job: Job, found: Evidence, known: dict[Path, Known], listed: list[Path]
 ) -> KnowledgeBase:
     """`base` with every record page whose replications differ from what it was rendered with
     rendered again (and, when it was trusted from the cache, forgotten there)."""
@@ -188,7 +189,7 @@ def _with_replications(
         if path not in redo and path in base.facts
     }
     again = dataclasses.replace(job, related={path.stem: r for path, r in redo.items()})
-    return kb.scan([job.records], functools.partial(render_file, again), known=keep)
+    return kb.scan([job.records], functools.partial(render_file, again), known=keep, listed=listed)
 
 
 def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
@@ -248,9 +249,16 @@ def _leftovers(docs: Path, produced: set[str]) -> list[str]:
     files of a render that was killed mid-write, relative to docs."""
     found = []
     for folder in GENERATED:
-        for path in sorted((docs / folder).glob("*")):
-            relative = f"{folder}/{path.name}"
-            if relative not in produced and (_is_generated(path) or files.abandoned(path)):
+        try:
+            names = sorted(os.listdir(docs / folder))  # names, not paths: 10,000 pages or more
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            relative = f"{folder}/{name}"
+            if relative in produced:
+                continue
+            path = docs / relative
+            if _is_generated(path) or files.abandoned(path):
                 found.append(relative)
     return found
 
@@ -269,6 +277,7 @@ def _entry(facts: Facts, product: Plan | RecordPages) -> dict[str, Any]:
         return {
             "facts": facts.to_json(),
             "card": product.card.to_json(),
+            "digest": product.card.digest,
             "pages": product.pages,
             "related": product.related,
         }
@@ -292,7 +301,7 @@ def _trusted(
         if "plan" in entry:
             known[path] = Known(facts, Plan.model_validate(entry["plan"]))
         elif _on_disk(docs, entry["pages"]):  # a page edited or removed since: render again
-            card = Card.from_json(entry["card"])
+            card = Card.from_json(entry["card"], entry["digest"])
             known[path] = Known(facts, RecordPages(card, entry["pages"], entry["related"]))
     return known
 
