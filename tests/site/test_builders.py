@@ -19,6 +19,7 @@ import yaml
 
 import kbgen
 from tests.conftest import REPO
+from tests.support import unrendered
 from tests.support.hostile import hostile_record, problems
 
 HOSTILE_ID = "2026-11-29-hostile"
@@ -160,3 +161,32 @@ def test_the_site_loads_nothing_from_another_host(root: Path) -> None:
     assert [p for p in pages if remote.search(p.read_text())] == []
     styles = "".join(p.read_text() for p in (root / "site").rglob("*.css"))
     assert not re.search(r"@import|url\((['\"]?)(https?:)?//", styles)
+
+
+def test_no_built_page_shows_markup_that_did_not_render(root: Path) -> None:
+    """An extension a template relies on but mkdocs.yml lacks shows its markup as text (every
+    record page once began its rule with a raw `??? note`)."""
+    pages = sorted((root / "site").rglob("*.html"))
+    assert len(pages) > len(_pages(root, "records"))
+    found = {
+        page.relative_to(root / "site").as_posix(): unrendered.leftovers(page.read_text())
+        for page in pages
+    }
+    assert {page: left for page, left in found.items() if left} == {}
+
+
+def test_the_unrendered_markup_check_finds_each_kind() -> None:
+    html = (
+        "<article><p>??? note &quot;The rule&quot;</p><p>!!! warning</p><ul><li>[x] done</li>"
+        "<li><input type=checkbox checked> ticked</li></ul><p>a {: .wide} list</p>"
+        "<p>{{ record.title }}</p><td>{% if x %}</td><pre>{{ shown }} ??? as code</pre>"
+        "<p>text <code>{: .x}</code> inline</p></article>"
+    )
+    assert unrendered.leftovers(html) == [
+        '??? note "The rule"',
+        "!!! warning",
+        "[x] done",
+        "a {: .wide} list",
+        "{{ record.title }}",
+        "{% if x %}",
+    ]
