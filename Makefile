@@ -49,7 +49,7 @@ browser: $(STAMP)
 ## make lint: the workflows (actionlint); ruff check, ruff format and mypy (strict) over src/,
 ## tests/ and bench/; the import contracts
 lint: $(STAMP) $(ACTIONLINT)
-	$(ACTIONLINT) .github/workflows/*.yml
+	$(ACTIONLINT) .github/workflows/*.yml src/kbgen/site/starter_kit/github/workflows/*.yml
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy

@@ -21,7 +21,8 @@ CLI_REFERENCE = REPO / "docs" / "cli-reference.md"
 DESIGN = REPO / "docs" / "design.md"
 README = REPO / "README.md"
 # every file with cog blocks; `cog -r` them all to regenerate
-GENERATED = [CLI_REFERENCE, DESIGN, README]
+REVIEW = REPO / "docs" / "review.md"
+GENERATED = [CLI_REFERENCE, DESIGN, README, REVIEW]
 REGENERATE = "cog -r " + " ".join(str(path.relative_to(REPO)) for path in GENERATED)
 
 

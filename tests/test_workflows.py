@@ -14,6 +14,8 @@ from tests.conftest import REPO
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 PAGES = REPO / ".github" / "workflows" / "pages.yml"
+KIT = REPO / "src" / "kbgen" / "site" / "starter_kit" / "github" / "workflows"
+SHIPPED = sorted(KIT.glob("*.yml"))  # the ones `kbgen init` writes into a user's repository
 
 
 def _actionlint() -> Path:
@@ -37,6 +39,23 @@ def _lint(*paths: Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 def test_the_workflows_pass_actionlint() -> None:
     assert PAGES in WORKFLOWS
     done = _lint(*WORKFLOWS)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_the_workflows_kbgen_init_writes_pass_actionlint(tmp_path: Path) -> None:
+    """As `init` writes them (the kbgen version filled in), in a repository of their own."""
+    from kbgen.site import starter
+
+    assert {p.name for p in SHIPPED} == {"kbgen-review.yml", "kbgen-pages.yml"}
+    written = []
+    for rel, text in starter.contents("kb").items():
+        if rel.startswith(".github/workflows/"):
+            path = tmp_path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
+    assert len(written) == len(SHIPPED)
+    done = _lint(*written, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 

@@ -8,7 +8,6 @@ imports no YAML, Pydantic or Jinja.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,16 +211,45 @@ def schema(out: Path) -> None:
     Example:
       kbgen schema --out docs/schema
     """
-    from kbgen.bench.spec import ExperimentSpec
-    from kbgen.kb.models import json_schemas
+    from kbgen.site.starter import schemas
 
-    schemas = {**json_schemas(), "experiment.schema": ExperimentSpec.model_json_schema()}
-    for stem, body in schemas.items():
-        path = out / f"{stem}.json"
-        content = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
-        click.echo(
-            f"wrote {path}" if files.write_if_changed(path, content) else f"unchanged {path}"
-        )
+    for rel, text in schemas().items():
+        path = out / Path(rel).name
+        written = files.write_if_changed(path, text.encode())
+        click.echo(f"wrote {path}" if written else f"unchanged {path}")
+
+
+@cli.command()
+@click.argument(
+    "folder", default=".", type=click.Path(path_type=Path, file_okay=False), required=False
+)
+@click.option("--name", help="The site's name (default: the folder's name + 'knowledge base').")
+def init(folder: Path, name: str | None) -> None:
+    """Start a knowledge base in FOLDER (default: the current folder), a git repository's root.
+
+    Writes records/ with a first plan, the site (mkdocs.yml with every extension kbgen's pages
+    use, docs/index.md, docs/tags.md, the `mkdocs serve` hook, docs/schema/), the review and
+    Pages workflows (.github/workflows/kbgen-*.yml, installing this kbgen version) and a
+    pre-commit configuration; adds kbgen's caches and site/ to .gitignore; renders the pages.
+    A file already there is kept as it is: run it again to add only what is missing.
+
+    \b
+    Example:
+      kbgen init && mkdocs serve
+    """
+    from kbgen.site.build import CACHE, render_site
+    from kbgen.site.starter import init as start
+
+    started = start(folder, name)
+    for rel in started.written:
+        click.echo(f"wrote {folder / rel}")
+    for rel in started.kept:
+        click.echo(f"kept {folder / rel} (already there)")
+    for line in started.ignored:
+        click.echo(f"added {line} to {folder / '.gitignore'}")
+    changed = render_site(folder / "records", folder / "docs", cache=folder / CACHE)
+    click.echo(f"rendered {len(changed)} page(s) into {folder / 'docs'}")
+    click.echo("next: `kbgen new TITLE` for a record, `mkdocs serve` to browse")
 
 
 @cli.command()

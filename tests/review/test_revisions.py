@@ -245,9 +245,11 @@ def test_review_page_shows_a_real_diff(tmp_path: Path) -> None:
 
 
 def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
-    block = re.search(r"```yaml\n(name: records\n.*?)```", REVIEW_PAGE.read_text(), re.S)
-    assert block is not None
-    workflow = yaml.safe_load(block.group(1))
+    from kbgen.site import starter
+
+    shipped = starter.contents("kb")[".github/workflows/kbgen-review.yml"]
+    assert f"```yaml\n{shipped}```" in REVIEW_PAGE.read_text()  # the page shows what ships
+    workflow = yaml.safe_load(shipped)
     steps = workflow["jobs"]["review"]["steps"]
     runs = [step.get("run", "") for step in steps]
     assert any(run.startswith("kbgen diff ") for run in runs)
@@ -259,11 +261,16 @@ def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
     assert workflow["permissions"]["pull-requests"] == "write"
 
 
-def test_pre_commit_hooks_name_real_commands() -> None:
-    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+def test_the_pre_commit_hooks_kbgen_init_writes_name_real_commands() -> None:
+    from kbgen.site import starter
+
+    config = yaml.safe_load(starter.contents("kb")[".pre-commit-config.yaml"])
+    [local] = config["repos"]
+    assert local["repo"] == "local"  # no tag of kbgen's repository to name
+    hooks = local["hooks"]
     assert {hook["id"] for hook in hooks} == {"kbgen-render", "kbgen-check"}
     for hook in hooks:
-        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        assert hook["language"] == "system" and hook["pass_filenames"] is False
         program, command = hook["entry"].split()
         assert program == "kbgen"
         assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0
