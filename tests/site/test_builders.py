@@ -190,3 +190,27 @@ def test_the_unrendered_markup_check_finds_each_kind() -> None:
         "{{ record.title }}",
         "{% if x %}",
     ]
+
+
+@pytest.fixture(scope="module", params=BUILDS)
+def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository `kbgen init` started, with one record, built by each builder."""
+    root = tmp_path_factory.mktemp(f"init-{request.param}")
+    _run("kbgen", "init", cwd=root)
+    record = hostile_record(HOSTILE_ID, "A first record", resolves=[])
+    (root / "records" / f"{HOSTILE_ID}.yaml").write_text(yaml.safe_dump(record, allow_unicode=True))
+    _run("kbgen", "render", cwd=root)
+    _run(*BUILDS[request.param], cwd=root)
+    return root
+
+
+def test_the_site_kbgen_init_starts_builds_and_renders_all_it_writes(started: Path) -> None:
+    pages = sorted((started / "site").rglob("*.html"))
+    built = {page.relative_to(started / "site").as_posix() for page in pages}
+    assert {"index.html", "records/index.html", "plans/first-plan/index.html"} <= built
+    assert f"records/{HOSTILE_ID}/index.html" in built
+    found = {
+        page.relative_to(started / "site").as_posix(): unrendered.leftovers(page.read_text())
+        for page in pages
+    }
+    assert {page: left for page, left in found.items() if left} == {}
