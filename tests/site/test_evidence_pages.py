@@ -88,6 +88,43 @@ def test_the_plan_page_s_figures_are_the_records(tmp_path: Path, site: Site, kb:
     assert {linked(line) for line in refuted} == expected[kb]
 
 
+def _supported(tmp_path: Path) -> Path:
+    """The replicated knowledge base and a record supported on a model of its own: the
+    supported record there (`contradiction`) is contradicted, this one is not."""
+    records = _replicated(tmp_path)
+    supported = "    coding: {outcome: supported, effect: 0.09, ci_low: 0.06, ci_high: 0.12}"
+    text = replicated.record("supporting", "2026-11-12", effect=supported)
+    text = text.replace("outcome: refuted", "outcome: supported")
+    (records / "supporting.yaml").write_text(text.replace("{name: tiny}", "{name: third-model}"))
+    return records
+
+
+@pytest.mark.parametrize("kb", [*KNOWLEDGE_BASES, "supported"])
+def test_the_plan_page_lists_what_the_evidence_supports(
+    tmp_path: Path, site: Site, kb: str
+) -> None:
+    """Under "Supported", each uncontradicted record that supports its hypothesis, in all
+    classes or in the ones named, with its figures."""
+    records = {**KNOWLEDGE_BASES, "supported": _supported}[kb](tmp_path)
+    data = _yaml(records)
+    pages = site(records)
+    (name,) = [p for p in pages if p.startswith("plans/") and p != "plans/index.md"]
+    section = pages[name].split("### Supported\n", 1)[1].split("### Ruled out", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("    **Supported**")]
+    for line in lines:
+        verdict = data[linked(line)]["verdict"]
+        classes = [c for c, v in verdict["per_class"].items() if v["outcome"] == "supported"]
+        if verdict["outcome"] == "supported":
+            assert line.startswith("    **Supported** by ")
+        else:
+            assert line.startswith(f"    **Supported** in {', '.join(sorted(classes))} by ")
+        as_recorded(line.split(" — ", 1)[1], data[linked(line)])
+    expected = {"example": set(), "replicated": set(), "supported": {"supporting"}}
+    assert {linked(line) for line in lines} == expected[kb]
+    if not lines:
+        assert "Nothing yet: no supported record" in section
+
+
 def test_the_example_plan_says_what_is_still_open(tmp_path: Path, site: Site) -> None:
     plan = site(_example(tmp_path))["plans/next-steps-eagle.md"]
     still_open = plan.split("### Still open\n\n", 1)[1].splitlines()
