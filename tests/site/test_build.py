@@ -387,3 +387,60 @@ def test_a_killed_render_s_half_written_pages_are_removed_by_the_next(
     assert build.render_site(kb_dir, docs, check=True) == ["records/" + abandoned.name]
     build.render_site(kb_dir, docs, cache=None)
     assert not abandoned.exists() and writing.exists()
+
+
+HOME = (
+    "# Our knowledge base\n\nText of its own.\n\n"
+    "<!-- kbgen:home -->\n<!-- /kbgen:home -->\n\nMore.\n"
+)
+
+
+def test_the_home_page_s_block_is_kbgen_s_and_the_rest_its_author_s(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    docs.mkdir()
+    (docs / "index.md").write_text(HOME)
+    assert "index.md" in build.render_site(kb_dir, docs, cache=cache)
+    page = (docs / "index.md").read_text()
+    head, rest = page.split("<!-- kbgen:home -->\n", 1)
+    block, tail = rest.split("<!-- /kbgen:home -->", 1)
+    assert head + "<!-- kbgen:home -->\n" == HOME.split("<!-- /kbgen:home -->")[0]
+    assert tail == "\n\nMore.\n"
+    assert "1 record (1 refuted); the newest:" in block
+    assert (
+        "| [n-gram vs baseline](records/ngram-test.md) | refuted | -26.0% decode_tok_s |" in block
+    )
+    assert "- [Next steps](plans/next-steps.md): 1 of 2 tasks done" in block
+    assert build.render_site(kb_dir, docs, cache=cache) == []  # filled once: stable
+    (docs / "index.md").write_text(page.replace("Text of its own.", "Edited by hand."))
+    assert build.render_site(kb_dir, docs, cache=cache) == []  # the author's part: theirs
+    assert "Edited by hand." in (docs / "index.md").read_text()
+    (kb_dir / "second.yaml").write_text(RECORD.replace("id: ngram-test", "id: second"))
+    assert "index.md" in build.render_site(kb_dir, docs, check=True, cache=None)
+    assert "index.md" in build.render_site(kb_dir, docs, cache=cache)
+    assert "2 records (2 refuted)" in (docs / "index.md").read_text()
+
+
+def test_a_home_page_without_the_block_is_left_alone(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for text in ("# Ours\n", "# Ours\n<!-- kbgen:home -->\nno end marker\n"):
+        (docs / "index.md").write_text(text)
+        assert "index.md" not in build.render_site(kb_dir, docs, cache=None)
+        assert (docs / "index.md").read_text() == text
+
+
+def test_a_record_cannot_close_the_home_page_s_block(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(HOME)
+    record = kb_dir / "ngram-test.yaml"
+    hostile = "title: <!-- /kbgen:home --> x <!-- kbgen:home -->"
+    record.write_text(record.read_text().replace("title: n-gram vs baseline", hostile))
+    build.render_site(kb_dir, docs, cache=None)
+    page = (docs / "index.md").read_text()
+    assert page.count("<!-- kbgen:home -->") == page.count("<!-- /kbgen:home -->") == 1
+    assert page.endswith("<!-- /kbgen:home -->\n\nMore.\n")
+    build.render_site(kb_dir, docs, cache=None)
+    assert (docs / "index.md").read_text() == page

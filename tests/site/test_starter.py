@@ -131,7 +131,8 @@ def test_the_pre_commit_configuration_runs_kbgen(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     run("git", "init", "-q", "-b", "main")
-    starter.init(repo)
+    started = CliRunner().invoke(cli, ["init", str(repo)])  # it renders the pages too
+    assert started.exit_code == 0, started.output
     run("git", "add", "-A")
     pre_commit = str(Path(sys.executable).with_name("pre-commit"))
     clean = run(pre_commit, "run", "--all-files")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbgen import __version__
-from kbgen.errors import InvalidInput
+from kbgen.errors import InvalidInput, KbgenError
 from kbgen.kb import files
 from kbgen.kb.files import Fingerprint, fingerprint, iter_yaml_files, read_json
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
+MAX_HOME_BYTES = 1 << 20  # docs/index.md, written by hand: larger is not a home page
 FILE_CACHE_FORMAT = 7  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
@@ -144,7 +145,9 @@ def render_site(
         cards.append(product.card)
         produced += product.pages
         stale += product.stale
-    site = render.site_pages(render.environment(templates), plan_models, sources, cards, found)
+    home = _home_text(docs / render.HOME)
+    env = render.environment(templates)
+    site = render.site_pages(env, plan_models, sources, cards, found, home)
     produced += site
     changed = stale + _sync(docs, site, check)
     leftovers = _leftovers(docs, set(produced))
@@ -157,6 +160,14 @@ def render_site(
         outputs = {rel: fingerprint(docs / rel) for rel in [*sorted(produced), *folders]}
         files.write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
     return changed + leftovers
+
+
+def _home_text(path: Path) -> str | None:
+    """The home page's text, where it is a regular UTF-8 file (else it is left alone)."""
+    try:
+        return files.read_regular(path, MAX_HOME_BYTES).decode("utf-8")
+    except (KbgenError, UnicodeDecodeError):
+        return None
 
 
 def _cards(products: Iterable[Any]) -> list[Card]:

@@ -6,6 +6,7 @@ See docs/design.md, "Pages from templates".
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
@@ -24,7 +25,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
-from kbgen.kb.cards import Card, task_states
+from kbgen.kb.cards import Card, TaskState, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
@@ -414,15 +415,51 @@ def fill(
     return out
 
 
+HOME = "index.md"  # docs/index.md: its author's page, but for the block between these
+HOME_START, HOME_END = "<!-- kbgen:home -->", "<!-- /kbgen:home -->"
+HOME_LATEST = 5  # records listed on the home page
+
+
+def home_page(
+    env: jinja2.Environment,
+    text: str,
+    cards: list[Card],
+    plans: list[tuple[Plan, dict[str, TaskState]]],
+) -> str | None:
+    """`text` (the home page as on disk) with its block between HOME_START and HOME_END
+    rendered (`home.md.j2`); None when it has no such block (its author keeps it static)."""
+    start = text.find(HOME_START)
+    end = text.find(HOME_END, start + len(HOME_START)) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return None
+    standing = sorted(replications.current(cards), key=lambda c: (c.when, c.id), reverse=True)
+    ids = {card.id for card in standing}
+    outcomes = collections.Counter(
+        card.outcome or card.status.value if card.id in ids else "superseded" for card in cards
+    )
+    block = render(
+        env,
+        "home.md.j2",
+        latest=standing[:HOME_LATEST],
+        total=len(cards),
+        outcomes=outcomes.most_common(),
+        plans=plans,
+    )
+    head = text[: start + len(HOME_START)]
+    return f"{head}\n\n{block.strip()}\n\n{text[end:]}"
+
+
 def site_pages(
     env: jinja2.Environment,
     plans: dict[str, Plan],
     sources: dict[str, str],
     cards: list[Card],
     found: Evidence | None = None,
+    home: str | None = None,
 ) -> dict[str, str]:
     """The pages that depend on many records: plans, and the records and plans indexes (and the
-    records index's script)."""
+    records index's script); and the home page, given as `home` (its text on disk), where it
+    has a block for kbgen (`home_page`)."""
     found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
@@ -455,6 +492,10 @@ def site_pages(
         plans=[(plan, states[plan.id]) for plan in ordered],
         note=note("records/plans/"),
     )
+    if home is not None:
+        filled = home_page(env, home, cards, [(plan, states[plan.id]) for plan in ordered])
+        if filled is not None:
+            out[HOME] = filled
     return out
 
 
