@@ -290,3 +290,21 @@ def test_a_multi_line_string_reads_back_as_written(text: str) -> None:
 def test_a_multi_line_string_of_printable_text_stays_a_literal_block() -> None:
     """A non-breaking space, a soft hyphen, an emoji joined by U+200D: printable to YAML."""
     assert store.dump({"k": "a\xa0b\n👩\u200d💻 \xad"}).startswith("k: |")
+
+
+def test_a_dump_leaves_no_space_at_a_line_end_unless_it_is_content() -> None:
+    """ruamel folds a long string at a space and keeps the space; `kbgen record --into` wrote
+    such lines. A literal block's own trailing spaces are its text, and stay."""
+    long = " ".join(f"word{i}" for i in range(60))
+    block = "a line with two spaces at its end  \nand the next\n"
+    text = store.dump({"rule": long, "items": [long, {"text": long}], "note": block})
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100
+    assert [line for line in lines if line.endswith(" ")] == [
+        "  a line with two spaces at its end  "
+    ]
+    assert store.plain(store.parse_text(text)) == {
+        "rule": long,
+        "items": [long, {"text": long}],
+        "note": block,
+    }

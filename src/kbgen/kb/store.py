@@ -359,10 +359,29 @@ def line_of(tree: Any, loc: Iterable[str | int]) -> tuple[int, list[str | int]]:
 
 
 def dump(data: Any) -> str:
-    """YAML text of a tree or plain data; multi-line strings become literal blocks."""
+    """YAML text of a tree or plain data; multi-line strings become literal blocks.
+
+    ruamel folds a long string at a space and leaves that space at the end of the line: the
+    spaces at line ends are taken off, unless that would change what the text reads as (a
+    literal block's own trailing spaces are its content)."""
     stream = io.StringIO()
-    _round_trip_yaml().dump(_to_tree(data), stream)
-    return stream.getvalue()
+    yaml = _round_trip_yaml()
+    yaml.dump(_to_tree(data), stream)
+    text = stream.getvalue()
+    if " \n" not in text:
+        return text
+    try:
+        blocks = {  # the lines of block scalars, whose spaces are their content
+            line
+            for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader)
+            if isinstance(event, pyyaml.ScalarEvent) and event.style in ("|", ">")
+            for line in range(event.start_mark.line, event.end_mark.line + 1)
+        }
+    except pyyaml.YAMLError:  # what libyaml cannot read (a lone surrogate, escaped): as it is
+        return text
+    lines = text.split("\n")
+    tidy = "\n".join(line if i in blocks else line.rstrip(" ") for i, line in enumerate(lines))
+    return tidy if plain(yaml.load(tidy)) == plain(yaml.load(text)) else text
 
 
 def _to_tree(value: Any) -> Any:
