@@ -374,7 +374,10 @@ def dump(data: Any) -> str:
         blocks = {  # the lines of block scalars, whose spaces are their content
             line
             for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader)
-            if isinstance(event, pyyaml.ScalarEvent) and event.style in ("|", ">")
+            if isinstance(event, pyyaml.ScalarEvent)
+            and event.style in ("|", ">")
+            and event.start_mark is not None
+            and event.end_mark is not None
             for line in range(event.start_mark.line, event.end_mark.line + 1)
         }
     except pyyaml.YAMLError:  # what libyaml cannot read (a lone surrogate, escaped): as it is
