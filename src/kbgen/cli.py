@@ -1,7 +1,7 @@
 """The `kbgen` command line: parse, make one library call, print.
 
 Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
-message — one line per problem, secrets masked — and never a traceback. Each command imports its
+`lines` — one line per problem, secrets masked — and never a traceback. Each command imports its
 stage when it runs, so a command pays only for what it uses: `kbgen render` with nothing to do
 imports no YAML, Pydantic or Jinja.
 """
@@ -9,7 +9,6 @@ imports no YAML, Pydantic or Jinja.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,32 +51,14 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KbgenError as exc:
-            for line in _shown(exc):
-                click.echo(line if isinstance(exc, InvalidInput) else f"error: {line}", err=True)
-            if isinstance(exc, InvalidInput):
-                files = len({p.path for p in exc.problems})
-                noun = "problem" if len(exc.problems) == 1 else "problems"
-                click.echo(f"{len(exc.problems)} {noun} in {files} file(s)", err=True)
-            ctx.exit(exit_code(exc))
+            ctx.exit(_report(exc))
 
 
-def _shown(exc: KbgenError) -> list[str]:
-    """An error's lines, secrets masked. A problem's parts are masked each alone: a file or a
-    field named like a secret (`plans/auth-proxy.yaml`, `auth:`) is no secret, and masked with
-    what follows it the line would lose its line number or its message."""
-    if isinstance(exc, InvalidInput):
-        return [
-            str(
-                replace(
-                    p,
-                    path=Path(redact.text(str(p.path))),
-                    field=redact.text(p.field),
-                    message=redact.text(p.message),
-                )
-            )
-            for p in exc.problems
-        ]
-    return redact.text(str(exc)).splitlines() or [type(exc).__name__]
+def _report(exc: KbgenError) -> int:
+    """Show `exc` on stderr as its kind is shown, secrets masked; its exit code."""
+    for line in exc.lines(redact.text):
+        click.echo(line, err=True)
+    return exit_code(exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
