@@ -68,12 +68,13 @@ def test_validate_only_reports_the_files_asked_for(kb_dir: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["validate", "no/such/path"], ["frobnicate"], ["new"]],
-    ids=["missing-path", "unknown-command", "missing-argument"],
+    [["validate", "no/such/path"], ["frobnicate"], ["new"], ["--bogus"], ["list", "nowhere"]],
+    ids=["missing-path", "unknown-command", "missing-argument", "unknown-option", "no-folder"],
 )
-def test_usage_errors_exit_2(args: list[str]) -> None:
+def test_usage_errors_exit_2_in_one_line(args: list[str]) -> None:
     result = run(*args)
     assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
     assert "Traceback" not in result.output
 
 

@@ -1,16 +1,15 @@
 """The `kbgen` command line: parse, make one library call, print.
 
-Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
-`lines` — one line per problem, secrets masked — and never a traceback. Each command imports its
-stage when it runs, so a command pays only for what it uses: `kbgen render` with nothing to do
-imports no YAML, Pydantic or Jinja.
+Errors are shown and mapped to exit codes here and only here (`_Group`, `EXIT_CODES`): a
+KbgenError, or a usage error click finds, prints its `lines`, secrets masked, never a traceback.
+Each command imports its stage when it runs, so a command pays only for what it uses.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,26 +29,41 @@ from kbgen.kb import files
 if TYPE_CHECKING:
     from kbgen.kb.loading import KnowledgeBase
 
-# Checked in order; the first class that matches decides the exit code.
-EXIT_CODES: list[tuple[type[KbgenError], int]] = [
-    (InvalidInput, 1),  # the input is wrong: fix the file named in the message
-    (UsageError, 2),  # the command line is wrong (click uses 2 for its own usage errors too)
-    (Conflict, 3),  # someone else changed the file: re-run
-    (StoreError, 4),  # the disk refused
-    (ServerError, 5),  # the LLM server could not be started or reached, or died
-    (TemplateError, 1),  # a template is wrong or refused: fix the FILE:LINE named
-    (KbgenError, 1),
+# Checked in order: the first class that matches decides; the CLI reference has the table
+EXIT_CODES: list[tuple[type[KbgenError], int, str]] = [
+    (InvalidInput, 1, "an input file is invalid: fix the FILE:LINE named"),
+    (UsageError, 2, "the command line is wrong: an unknown option, a missing argument, ..."),
+    (Conflict, 3, "someone else changed the file while kbgen worked: re-run"),
+    (StoreError, 4, "the disk refused a read or a write"),
+    (ServerError, 5, "the LLM server could not be started or reached, or died"),
+    (TemplateError, 1, "a template is wrong or refused: fix the FILE:LINE named"),
+    (KbgenError, 1, "anything else kbgen refuses, said in the message"),
 ]
 
 
 def exit_code(exc: KbgenError) -> int:
-    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
+    return next(code for cls, code, _ in EXIT_CODES if isinstance(exc, cls))
+
+
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 on
 
 
 class _Group(click.Group):
+    """The one place errors are shown: click's usage errors as kbgen's UsageError."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:  # `kbgen --bogus`
+            if isinstance(exc, _NO_ARGS_IS_HELP):
+                raise
+            raise click.exceptions.Exit(_report(UsageError(exc.format_message()))) from None
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # an unknown command, a command's arguments or options
+            ctx.exit(_report(UsageError(exc.format_message())))
         except KbgenError as exc:
             ctx.exit(_report(exc))
 
