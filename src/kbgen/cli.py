@@ -8,8 +8,9 @@ Each command imports its stage when it runs, so a command pays only for what it 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import click
 
@@ -25,9 +26,6 @@ from kbgen.errors import (
     UsageError,
 )
 from kbgen.kb import files
-
-if TYPE_CHECKING:
-    from kbgen.kb.loading import KnowledgeBase
 
 # Checked in order: the first class that matches decides; the CLI reference has the table
 EXIT_CODES: list[tuple[type[KbgenError], int, str]] = [
@@ -83,67 +81,77 @@ def cli() -> None:
     \b
     Example:
       kbgen new "n-gram speculative decoding on SmolLM2"
-      kbgen validate records/
+      kbgen validate
     """
 
 
-DEFAULT_RECORDS = Path("records")
 CACHE = Path(".kbgen_cache") / "validate.json"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def records_option(*, must_exist: bool) -> Callable[[F], F]:
+    """`--records DIR`, the knowledge base's folder in every command that reads or writes it;
+    by default `files.find_records`. A reader (`must_exist`) refuses one that does not exist."""
+
+    def found(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+        if value is not None:
+            return value  # click has checked it
+        records = files.find_records()
+        return _existing(records) if must_exist else records
+
+    return click.option(
+        "--records",
+        type=click.Path(path_type=Path, file_okay=False, exists=must_exist),
+        metavar="DIR",
+        callback=found,
+        show_default="the nearest records/ of YAML, from here up to the repository's top",
+        help="The knowledge base's folder: records, and plans in its plans/.",
+    )
+
+
+def _existing(records: Path) -> Path:
+    if not records.is_dir():  # what find_records gives when it finds none
+        where = "no records/ folder of YAML in this folder or above it in its repository"
+        raise UsageError(f"no knowledge base here: {where}; give --records DIR")
+    return records
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--root",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="The knowledge base that references are resolved against.",
-)
+@records_option(must_exist=False)
 @click.option(
     "--cache/--no-cache",
     default=True,
     show_default=True,
     help=f"Skip files that were valid and are unchanged since the last run ({CACHE}).",
 )
-def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
+def validate(paths: tuple[Path, ...], records: Path, cache: bool) -> None:
     """Validate records and plans; report every problem as FILE:LINE: FIELD: MESSAGE.
 
-    Checks each file against the schema, then the references between them: plan tasks a
-    record resolves, records it supersedes or relates to, duplicate ids. Exit 0 when clean,
-    1 when anything is invalid, 2 on a usage error.
+    PATHS (by default the knowledge base) are checked against the schema, then the references
+    they make: plan tasks a record resolves, records it supersedes or relates to, duplicate
+    ids. Exit 0 when clean, 1 when anything is invalid, 2 on a usage error.
 
     \b
     Example:
       kbgen validate                      # everything under records/
       kbgen validate records/2026-11-29-ngram.yaml
     """
-    from kbgen.kb import loading as kb
+    from kbgen.kb.validation import validate as validated
 
-    targets = list(paths) or [root]
-    for path in targets:
-        if not path.exists():
-            raise UsageError(f"{path}: no such file or folder")
-    wanted = files.iter_yaml_files(targets)
-    context = files.iter_yaml_files([root]) if root.is_dir() else []
-    base = kb.load_facts(sorted({*wanted, *context}), cache=CACHE if cache else None)
-    asked = set(wanted)
-    problems = [p for p in base.problems if p.path in asked]
-    if problems:
-        raise InvalidInput(problems)
-    kinds = [base.facts[path].kind for path in wanted if path in base.facts]
-    records, plans = kinds.count("record"), kinds.count("plan")
-    click.echo(f"ok: {records} record(s) and {plans} plan(s) valid")
+    cached = CACHE if cache else None
+    kinds = validated(list(paths) or [_existing(records)], records, cached)
+    click.echo(f"ok: {kinds['record']} record(s) and {kinds['plan']} plan(s) valid")
 
 
 @cli.command(name="list")
-@click.argument("root", default=DEFAULT_RECORDS, type=click.Path(path_type=Path, exists=True))
+@records_option(must_exist=True)
 @click.option(
     "--stale",
     is_flag=True,
     help="Only the records measured on an older engine version than a comparable record.",
 )
-def list_records(root: Path, stale: bool) -> None:
+def list_records(records: Path, stale: bool) -> None:
     """List records with status, verdict and title, newest first.
 
     With --stale, name the records whose evidence is stale: a record of the same question
@@ -152,39 +160,19 @@ def list_records(root: Path, stale: bool) -> None:
 
     \b
     Example:
-      kbgen list records/
-      kbgen list --stale
+      kbgen list
+      kbgen list --stale --records ../other-kb/records
     """
+    from kbgen.kb import listing
     from kbgen.kb import loading as kb
 
-    base = kb.load([root])
+    base = kb.load([records])
     if base.problems:
         raise InvalidInput(base.problems)
-    if stale:
-        _list_stale(base)
-        return
-    rows = [
-        (r.id, str(r.status), str(r.verdict.outcome) if r.verdict else "-", r.title)
-        for r in sorted(base.records.values(), key=lambda r: (r.created, r.id), reverse=True)
-    ]
-    header = ("ID", "STATUS", "VERDICT", "TITLE")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)]
-        click.echo("  ".join([*cells, row[3]]))
-    for plan in sorted(base.plans.values(), key=lambda p: p.id):
-        click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
-
-
-def _list_stale(base: KnowledgeBase) -> None:
-    from kbgen.kb import replications
-    from kbgen.kb.cards import Card
-
-    stale = replications.evidence(Card.of(r) for r in base.records.values()).stale
-    for record_id, old in sorted(stale.items()):
-        path = base.path_of(base.records[record_id])
-        click.echo(f"{record_id}  {old.said()}  ({path})")
-    if not stale:
+    lines = listing.stale(base) if stale else listing.table(base)
+    for line in lines:
+        click.echo(line)
+    if stale and not lines:
         click.echo("no stale records", err=True)
 
 
@@ -192,6 +180,7 @@ def _list_stale(base: KnowledgeBase) -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     default=Path("docs/schema"),
     show_default=True,
     help="Folder to write record, plan and experiment .schema.json files into.",
@@ -222,26 +211,38 @@ def schema(out: Path) -> None:
 @cli.command()
 @click.argument("title")
 @click.option(
-    "--dir",
-    "folder",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="Folder of the knowledge base's records.",
+    "--id",
+    "doc_id",
+    metavar="ID",
+    help="The new file's id (its name without .yaml); refused if taken. Default: a record's is "
+    "today's date and a slug of TITLE, a plan's the slug.",
 )
-def new(title: str, folder: Path) -> None:
-    """Start a planned record for TITLE, with a hypothesis to fill in.
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Start a plan (plans/ID.yaml) with a task to fill in, not a record.",
+)
+@records_option(must_exist=False)
+def new(title: str, doc_id: str | None, plan: bool, records: Path) -> None:
+    """Start a planned record for TITLE, with a hypothesis to fill in; or, with --plan, a plan.
 
-    The id is today's date plus a slug of the title, so records opened on different
-    branches do not collide.
+    A record's id is by default today's date plus a slug of the title, so records opened on
+    different branches do not collide; a plan's is the slug alone, as records name its tasks
+    by it. An existing file is never overwritten. Prints the new file's path.
 
     \b
     Example:
       kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
+      kbgen new "EAGLE-3 on Kimi-K2.5" --id 2026-12-02-eagle3-kimi
+      kbgen new --plan "Next steps: an EAGLE-3 draft" --id next-steps-eagle
     """
     from kbgen.kb import scaffold
 
-    click.echo(str(scaffold.new_record(title, folder)))
+    if plan:
+        path = scaffold.new_plan(title, records, doc_id)
+    else:
+        path = scaffold.new_record(title, records, record_id=doc_id)
+    click.echo(str(path))
 
 
 @cli.command()
@@ -249,12 +250,14 @@ def new(title: str, folder: Path) -> None:
 @click.option(
     "--resume",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="RUN",
     help="Continue an interrupted run folder instead of starting a new one.",
 )
 @click.option(
     "--runs",
     "runs_root",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     default=Path("runs"),
     show_default=True,
     help="Folder that receives the new run folder.",
@@ -347,13 +350,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     "their classes from it, matched by prompt text (GuideLLM) or by position (vllm bench serve "
     "--dataset-name custom --disable-shuffle).",
 )
-@click.option(
-    "--records",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="Folder of the knowledge base's records.",
-)
+@records_option(must_exist=False)
 @click.option(
     "--allow-mismatch",
     is_flag=True,
@@ -440,23 +437,25 @@ def record(
         click.echo(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}", err=True)
 
 
-KB_OPTION = click.option(
-    "--records",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="The knowledge base's folder.",
-)
+KB_OPTION = records_option(must_exist=True)
 DOCS_OPTION = click.option(
     "--docs",
     type=click.Path(path_type=Path, file_okay=False),
-    default=Path("docs"),
-    show_default=True,
+    metavar="DIR",
+    show_default="docs/ beside the records folder",
     help="The MkDocs docs folder; pages go to docs/records/ and docs/plans/.",
 )
+
+
+def _docs_beside(records: Path, docs: Path | None) -> Path:
+    """As given, else beside the knowledge base (the layout mkdocs.yml and the hook assume)."""
+    return records.parent / "docs" if docs is None else docs
+
+
 TEMPLATES_OPTION = click.option(
     "--templates",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
+    metavar="DIR",
     help="A folder of templates that override kbgen's (record.md.j2, plan.md.j2, index.md.j2).",
 )
 
@@ -466,7 +465,7 @@ TEMPLATES_OPTION = click.option(
 @DOCS_OPTION
 @TEMPLATES_OPTION
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if docs/ is not current.")
-def render(records: Path, docs: Path, templates: Path | None, check: bool) -> None:
+def render(records: Path, docs: Path | None, templates: Path | None, check: bool) -> None:
     """Render records and plans into Markdown pages and SVG charts for the site.
 
     One page per record (ADR style), one per plan with its checklist ticked from the
@@ -480,6 +479,7 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
     """
     from kbgen.site import build
 
+    docs = _docs_beside(records, docs)
     changed = build.render_site(records, docs, templates, check=check)
     if check:
         if changed:
@@ -552,7 +552,7 @@ def diff_command(
 )
 def check_command(
     records: Path,
-    docs: Path,
+    docs: Path | None,
     templates: Path | None,
     main_branch: str | None,
     every_record: bool,
@@ -575,7 +575,9 @@ def check_command(
     """
     from kbgen.review import lint
 
-    report = lint.verify(records, docs, templates, main_branch, every_record, strict)
+    report = lint.verify(
+        records, _docs_beside(records, docs), templates, main_branch, every_record, strict
+    )
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     for warning in report.warnings:
