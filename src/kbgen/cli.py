@@ -1,16 +1,15 @@
 """The `kbgen` command line: parse, make one library call, print.
 
-Errors are mapped to exit codes here and only here (`EXIT_CODES`): a KbgenError prints its
-message — one line per problem, secrets masked — and never a traceback. Each command imports its
-stage when it runs, so a command pays only for what it uses: `kbgen render` with nothing to do
-imports no YAML, Pydantic or Jinja.
+Errors are shown and mapped to exit codes here and only here (`_Group`, `EXIT_CODES`): a
+KbgenError, or a usage error click finds, prints its `lines`, secrets masked, never a traceback.
+Each command imports its stage when it runs, so a command pays only for what it uses.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
 import click
 
@@ -27,56 +26,50 @@ from kbgen.errors import (
 )
 from kbgen.kb import files
 
-if TYPE_CHECKING:
-    from kbgen.kb.loading import KnowledgeBase
-
-# Checked in order; the first class that matches decides the exit code.
-EXIT_CODES: list[tuple[type[KbgenError], int]] = [
-    (InvalidInput, 1),  # the input is wrong: fix the file named in the message
-    (UsageError, 2),  # the command line is wrong (click uses 2 for its own usage errors too)
-    (Conflict, 3),  # someone else changed the file: re-run
-    (StoreError, 4),  # the disk refused
-    (ServerError, 5),  # the LLM server could not be started or reached, or died
-    (TemplateError, 1),  # a template is wrong or refused: fix the FILE:LINE named
-    (KbgenError, 1),
+# Checked in order: the first class that matches decides; the CLI reference has the table
+EXIT_CODES: list[tuple[type[KbgenError], int, str]] = [
+    (InvalidInput, 1, "an input file is invalid: fix the FILE:LINE named"),
+    (UsageError, 2, "the command line is wrong: an unknown option, a missing argument, ..."),
+    (Conflict, 3, "someone else changed the file while kbgen worked: re-run"),
+    (StoreError, 4, "the disk refused a read or a write"),
+    (ServerError, 5, "the LLM server could not be started or reached, or died"),
+    (TemplateError, 1, "a template is wrong or refused: fix the FILE:LINE named"),
+    (KbgenError, 1, "anything else kbgen refuses, said in the message"),
 ]
 
 
 def exit_code(exc: KbgenError) -> int:
-    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
+    return next(code for cls, code, _ in EXIT_CODES if isinstance(exc, cls))
+
+
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 on
 
 
 class _Group(click.Group):
+    """The one place errors are shown: click's usage errors as kbgen's UsageError."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:  # `kbgen --bogus`
+            if isinstance(exc, _NO_ARGS_IS_HELP):
+                raise
+            raise click.exceptions.Exit(_report(UsageError(exc.format_message()))) from None
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # an unknown command, a command's arguments or options
+            ctx.exit(_report(UsageError(exc.format_message())))
         except KbgenError as exc:
-            for line in _shown(exc):
-                click.echo(line if isinstance(exc, InvalidInput) else f"error: {line}", err=True)
-            if isinstance(exc, InvalidInput):
-                files = len({p.path for p in exc.problems})
-                noun = "problem" if len(exc.problems) == 1 else "problems"
-                click.echo(f"{len(exc.problems)} {noun} in {files} file(s)", err=True)
-            ctx.exit(exit_code(exc))
+            ctx.exit(_report(exc))
 
 
-def _shown(exc: KbgenError) -> list[str]:
-    """An error's lines, secrets masked. A problem's parts are masked each alone: a file or a
-    field named like a secret (`plans/auth-proxy.yaml`, `auth:`) is no secret, and masked with
-    what follows it the line would lose its line number or its message."""
-    if isinstance(exc, InvalidInput):
-        return [
-            str(
-                replace(
-                    p,
-                    path=Path(redact.text(str(p.path))),
-                    field=redact.text(p.field),
-                    message=redact.text(p.message),
-                )
-            )
-            for p in exc.problems
-        ]
-    return redact.text(str(exc)).splitlines() or [type(exc).__name__]
+def _report(exc: KbgenError) -> int:
+    """Show `exc` on stderr as its kind is shown, secrets masked; its exit code."""
+    for line in exc.lines(redact.text):
+        click.echo(line, err=True)
+    return exit_code(exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,67 +80,77 @@ def cli() -> None:
     \b
     Example:
       kbgen new "n-gram speculative decoding on SmolLM2"
-      kbgen validate records/
+      kbgen validate
     """
 
 
-DEFAULT_RECORDS = Path("records")
 CACHE = Path(".kbgen_cache") / "validate.json"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def records_option(*, must_exist: bool) -> Callable[[F], F]:
+    """`--records DIR`, the knowledge base's folder in every command that reads or writes it;
+    by default `files.find_records`. A reader (`must_exist`) refuses one that does not exist."""
+
+    def found(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+        if value is not None:
+            return value  # click has checked it
+        records = files.find_records()
+        return _existing(records) if must_exist else records
+
+    return click.option(
+        "--records",
+        type=click.Path(path_type=Path, file_okay=False, exists=must_exist),
+        metavar="DIR",
+        callback=found,
+        show_default="the nearest records/ of YAML, from here up to the repository's top",
+        help="The knowledge base's folder: records, and plans in its plans/.",
+    )
+
+
+def _existing(records: Path) -> Path:
+    if not records.is_dir():  # what find_records gives when it finds none
+        where = "no records/ folder of YAML in this folder or above it in its repository"
+        raise UsageError(f"no knowledge base here: {where}; give --records DIR")
+    return records
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--root",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="The knowledge base that references are resolved against.",
-)
+@records_option(must_exist=False)
 @click.option(
     "--cache/--no-cache",
     default=True,
     show_default=True,
     help=f"Skip files that were valid and are unchanged since the last run ({CACHE}).",
 )
-def validate(paths: tuple[Path, ...], root: Path, cache: bool) -> None:
+def validate(paths: tuple[Path, ...], records: Path, cache: bool) -> None:
     """Validate records and plans; report every problem as FILE:LINE: FIELD: MESSAGE.
 
-    Checks each file against the schema, then the references between them: plan tasks a
-    record resolves, records it supersedes or relates to, duplicate ids. Exit 0 when clean,
-    1 when anything is invalid, 2 on a usage error.
+    PATHS (by default the knowledge base) are checked against the schema, then the references
+    they make: plan tasks a record resolves, records it supersedes or relates to, duplicate
+    ids. Exit 0 when clean, 1 when anything is invalid, 2 on a usage error.
 
     \b
     Example:
       kbgen validate                      # everything under records/
       kbgen validate records/2026-11-29-ngram.yaml
     """
-    from kbgen.kb import loading as kb
+    from kbgen.kb.validation import validate as validated
 
-    targets = list(paths) or [root]
-    for path in targets:
-        if not path.exists():
-            raise UsageError(f"{path}: no such file or folder")
-    wanted = files.iter_yaml_files(targets)
-    context = files.iter_yaml_files([root]) if root.is_dir() else []
-    base = kb.load_facts(sorted({*wanted, *context}), cache=CACHE if cache else None)
-    asked = set(wanted)
-    problems = [p for p in base.problems if p.path in asked]
-    if problems:
-        raise InvalidInput(problems)
-    kinds = [base.facts[path].kind for path in wanted if path in base.facts]
-    records, plans = kinds.count("record"), kinds.count("plan")
-    click.echo(f"ok: {records} record(s) and {plans} plan(s) valid")
+    cached = CACHE if cache else None
+    kinds = validated(list(paths) or [_existing(records)], records, cached)
+    click.echo(f"ok: {kinds['record']} record(s) and {kinds['plan']} plan(s) valid")
 
 
 @cli.command(name="list")
-@click.argument("root", default=DEFAULT_RECORDS, type=click.Path(path_type=Path, exists=True))
+@records_option(must_exist=True)
 @click.option(
     "--stale",
     is_flag=True,
     help="Only the records measured on an older engine version than a comparable record.",
 )
-def list_records(root: Path, stale: bool) -> None:
+def list_records(records: Path, stale: bool) -> None:
     """List records with status, verdict and title, newest first.
 
     With --stale, name the records whose evidence is stale: a record of the same question
@@ -156,39 +159,19 @@ def list_records(root: Path, stale: bool) -> None:
 
     \b
     Example:
-      kbgen list records/
-      kbgen list --stale
+      kbgen list
+      kbgen list --stale --records ../other-kb/records
     """
+    from kbgen.kb import listing
     from kbgen.kb import loading as kb
 
-    base = kb.load([root])
+    base = kb.load([records])
     if base.problems:
         raise InvalidInput(base.problems)
-    if stale:
-        _list_stale(base)
-        return
-    rows = [
-        (r.id, str(r.status), str(r.verdict.outcome) if r.verdict else "-", r.title)
-        for r in sorted(base.records.values(), key=lambda r: (r.created, r.id), reverse=True)
-    ]
-    header = ("ID", "STATUS", "VERDICT", "TITLE")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)]
-        click.echo("  ".join([*cells, row[3]]))
-    for plan in sorted(base.plans.values(), key=lambda p: p.id):
-        click.echo(f"plan {plan.id}: {plan.title} ({len(plan.tasks)} tasks)")
-
-
-def _list_stale(base: KnowledgeBase) -> None:
-    from kbgen.kb import replications
-    from kbgen.kb.cards import Card
-
-    stale = replications.evidence(Card.of(r) for r in base.records.values()).stale
-    for record_id, old in sorted(stale.items()):
-        path = base.path_of(base.records[record_id])
-        click.echo(f"{record_id}  {old.said()}  ({path})")
-    if not stale:
+    lines = listing.stale(base) if stale else listing.table(base)
+    for line in lines:
+        click.echo(line)
+    if stale and not lines:
         click.echo("no stale records", err=True)
 
 
@@ -196,6 +179,7 @@ def _list_stale(base: KnowledgeBase) -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     default=Path("docs/schema"),
     show_default=True,
     help="Folder to write record, plan and experiment .schema.json files into.",
@@ -221,60 +205,62 @@ def schema(out: Path) -> None:
 
 @cli.command()
 @click.argument(
-    "folder", default=".", type=click.Path(path_type=Path, file_okay=False), required=False
+    "directory", default=".", type=click.Path(path_type=Path, file_okay=False), required=False
 )
-@click.option("--name", help="The site's name (default: the folder's name + 'knowledge base').")
-def init(folder: Path, name: str | None) -> None:
-    """Start a knowledge base in FOLDER (default: the current folder), a git repository's root.
+@click.option("--name", help="The site's name (default: DIRECTORY's name + 'knowledge base').")
+def init(directory: Path, name: str | None) -> None:
+    """Start a knowledge base in DIRECTORY (default: here), a git repository's root.
 
-    Writes records/ with a first plan, the site (mkdocs.yml with every extension kbgen's pages
-    use, docs/index.md, docs/tags.md, the `mkdocs serve` hook, docs/schema/), the review and
-    Pages workflows (.github/workflows/kbgen-*.yml, installing this kbgen version) and a
-    pre-commit configuration; adds kbgen's caches and site/ to .gitignore; renders the pages.
-    A file already there is kept as it is: run it again to add only what is missing.
+    Writes records/ with a first plan, the site (mkdocs.yml, docs/), the review and Pages
+    workflows (installing this kbgen version) and a pre-commit configuration; completes
+    .gitignore; renders the pages. A file already there is kept: run it again to add only
+    what is missing.
 
     \b
     Example:
       kbgen init && mkdocs serve
     """
-    from kbgen.site.build import CACHE, render_site
     from kbgen.site.starter import init as start
 
-    started = start(folder, name)
-    for rel in started.written:
-        click.echo(f"wrote {folder / rel}")
-    for rel in started.kept:
-        click.echo(f"kept {folder / rel} (already there)")
-    for line in started.ignored:
-        click.echo(f"added {line} to {folder / '.gitignore'}")
-    changed = render_site(folder / "records", folder / "docs", cache=folder / CACHE)
-    click.echo(f"rendered {len(changed)} page(s) into {folder / 'docs'}")
-    click.echo("next: `kbgen new TITLE` for a record, `mkdocs serve` to browse")
+    for line in start(directory, name).said(directory):
+        click.echo(line)
 
 
 @cli.command()
 @click.argument("title")
 @click.option(
-    "--dir",
-    "folder",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="Folder of the knowledge base's records.",
+    "--id",
+    "doc_id",
+    metavar="ID",
+    help="The new file's id (its name without .yaml); refused if taken. Default: a record's is "
+    "today's date and a slug of TITLE, a plan's the slug.",
 )
-def new(title: str, folder: Path) -> None:
-    """Start a planned record for TITLE, with a hypothesis to fill in.
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Start a plan (plans/ID.yaml) with a task to fill in, not a record.",
+)
+@records_option(must_exist=False)
+def new(title: str, doc_id: str | None, plan: bool, records: Path) -> None:
+    """Start a planned record for TITLE, with a hypothesis to fill in; or, with --plan, a plan.
 
-    The id is today's date plus a slug of the title, so records opened on different
-    branches do not collide.
+    A record's id is by default today's date plus a slug of the title, so records opened on
+    different branches do not collide; a plan's is the slug alone, as records name its tasks
+    by it. An existing file is never overwritten. Prints the new file's path.
 
     \b
     Example:
       kbgen new "EAGLE-3 draft vs baseline on Kimi-K2.5"
+      kbgen new "EAGLE-3 on Kimi-K2.5" --id 2026-12-02-eagle3-kimi
+      kbgen new --plan "Next steps: an EAGLE-3 draft" --id next-steps-eagle
     """
     from kbgen.kb import scaffold
 
-    click.echo(str(scaffold.new_record(title, folder)))
+    if plan:
+        path = scaffold.new_plan(title, records, doc_id)
+    else:
+        path = scaffold.new_record(title, records, record_id=doc_id)
+    click.echo(str(path))
 
 
 @cli.command()
@@ -282,12 +268,14 @@ def new(title: str, folder: Path) -> None:
 @click.option(
     "--resume",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="RUN",
     help="Continue an interrupted run folder instead of starting a new one.",
 )
 @click.option(
     "--runs",
     "runs_root",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     default=Path("runs"),
     show_default=True,
     help="Folder that receives the new run folder.",
@@ -312,30 +300,11 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     import asyncio
 
     from kbgen.bench import driver as bench_stage
-    from kbgen.bench import progress, spec
-    from kbgen.bench.runs import RunFolder
+    from kbgen.bench import progress
+    from kbgen.bench.command import prepare
 
-    if (spec_file is None) == (resume is None):
-        raise UsageError("give either a SPEC_FILE or --resume RUN, not both or neither")
-    if resume is not None:
-        folder = RunFolder.open(resume)
-        experiment = spec.load(folder.spec_path)
-        attempts = folder.meta().attempts
-        suite = bench_stage.check_inputs(experiment, folder.spec_path, folder)
-        meta = folder.update_meta(status="running", attempts=attempts + 1)
-    else:
-        assert spec_file is not None
-        if not spec_file.exists():  # a FIFO or folder is the spec loader's to name
-            raise UsageError(f"{spec_file}: no such file")
-        experiment = spec.load(spec_file)
-        suite = bench_stage.check_inputs(experiment, spec_file)  # before any folder exists
-        folder = RunFolder.create(
-            runs_root,
-            experiment.id,
-            spec_file.read_text(),
-            bench_stage.new_meta(experiment, spec_file),
-        )
-        meta = folder.meta()
+    run = prepare(spec_file, resume, runs_root)
+    experiment, folder, suite, meta = run.experiment, run.folder, run.suite, run.meta
     click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
     try:
         with progress.RichEvents() as events:
@@ -380,13 +349,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     "their classes from it, matched by prompt text (GuideLLM) or by position (vllm bench serve "
     "--dataset-name custom --disable-shuffle).",
 )
-@click.option(
-    "--records",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="Folder of the knowledge base's records.",
-)
+@records_option(must_exist=False)
 @click.option(
     "--allow-mismatch",
     is_flag=True,
@@ -473,23 +436,25 @@ def record(
         click.echo(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}", err=True)
 
 
-KB_OPTION = click.option(
-    "--records",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    default=DEFAULT_RECORDS,
-    show_default=True,
-    help="The knowledge base's folder.",
-)
+KB_OPTION = records_option(must_exist=True)
 DOCS_OPTION = click.option(
     "--docs",
     type=click.Path(path_type=Path, file_okay=False),
-    default=Path("docs"),
-    show_default=True,
+    metavar="DIR",
+    show_default="docs/ beside the records folder",
     help="The MkDocs docs folder; pages go to docs/records/ and docs/plans/.",
 )
+
+
+def _docs_beside(records: Path, docs: Path | None) -> Path:
+    """As given, else beside the knowledge base (the layout mkdocs.yml and the hook assume)."""
+    return records.parent / "docs" if docs is None else docs
+
+
 TEMPLATES_OPTION = click.option(
     "--templates",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
+    metavar="DIR",
     help="A folder of templates that override kbgen's (record.md.j2, plan.md.j2, index.md.j2).",
 )
 
@@ -499,7 +464,7 @@ TEMPLATES_OPTION = click.option(
 @DOCS_OPTION
 @TEMPLATES_OPTION
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if docs/ is not current.")
-def render(records: Path, docs: Path, templates: Path | None, check: bool) -> None:
+def render(records: Path, docs: Path | None, templates: Path | None, check: bool) -> None:
     """Render records and plans into Markdown pages and SVG charts for the site.
 
     One page per record (ADR style), one per plan with its checklist ticked from the
@@ -513,6 +478,7 @@ def render(records: Path, docs: Path, templates: Path | None, check: bool) -> No
     """
     from kbgen.site import build
 
+    docs = _docs_beside(records, docs)
     changed = build.render_site(records, docs, templates, check=check)
     if check:
         if changed:
@@ -585,7 +551,7 @@ def diff_command(
 )
 def check_command(
     records: Path,
-    docs: Path,
+    docs: Path | None,
     templates: Path | None,
     main_branch: str | None,
     every_record: bool,
@@ -608,7 +574,9 @@ def check_command(
     """
     from kbgen.review import lint
 
-    report = lint.verify(records, docs, templates, main_branch, every_record, strict)
+    report = lint.verify(
+        records, _docs_beside(records, docs), templates, main_branch, every_record, strict
+    )
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     for warning in report.warnings:

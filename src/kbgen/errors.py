@@ -1,14 +1,14 @@
-"""The one error tree of kbgen.
+"""The one error tree of kbgen, and how each kind of error is shown.
 
-Every failure a user can cause or meet is a :class:`KbgenError`; the CLI maps each
-class to an exit code in one place (``cli.exit_code``, by the table ``cli.EXIT_CODES``)
-and prints its message without a traceback. Third-party exceptions are translated where
-they enter (store, client, ...) and chained with ``from exc``.
+Every failure a user can cause or meet is a :class:`KbgenError`; the CLI prints its `lines`,
+never a traceback, and maps each class to an exit code in one place (``cli.EXIT_CODES``).
+Third-party exceptions are translated where they enter (store, client, ...), ``from exc``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # Control characters (line breaks among them: `\x1e` and U+2028 end a line for str.splitlines)
@@ -33,8 +33,17 @@ class Problem:
         return said.translate(_ONE_LINE)
 
 
+def _unmasked(text: str) -> str:
+    return text
+
+
 class KbgenError(Exception):
     """Root of every error kbgen raises on purpose."""
+
+    def lines(self, mask: Callable[[str], str] = _unmasked) -> list[str]:
+        """How the command line shows it: `error: MESSAGE`, a line each, through `mask` (the
+        secrets policy)."""
+        return [f"error: {line}" for line in mask(str(self)).splitlines() or [type(self).__name__]]
 
 
 class UsageError(KbgenError):
@@ -47,6 +56,19 @@ class InvalidInput(KbgenError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = sorted(problems, key=lambda p: (str(p.path), p.line or 0, p.field))
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self, mask: Callable[[str], str] = _unmasked) -> list[str]:
+        """One line per problem, `FILE:LINE: FIELD: MESSAGE`, then their count. Each part is
+        masked alone: a file or a field named like a secret (`plans/auth-proxy.yaml`, `auth:`)
+        is no secret, and masked with what follows it the line would lose its line number or
+        its message."""
+        parts = [
+            replace(p, path=Path(mask(str(p.path))), field=mask(p.field), message=mask(p.message))
+            for p in self.problems
+        ]
+        count = len({p.path for p in self.problems})
+        noun = "problem" if len(self.problems) == 1 else "problems"
+        return [*map(str, parts), f"{len(self.problems)} {noun} in {count} file(s)"]
 
 
 class TemplateError(KbgenError):

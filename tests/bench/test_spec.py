@@ -61,6 +61,12 @@ def test_the_demo_spec_loads() -> None:
             "variants.ngram.speculative_config.num_speculative_tokens",
             "valid integer",
         ),
+        (
+            "  minimum_effect: 0.05",
+            "  minimum_effect: 50",
+            "hypothesis.minimum_effect",
+            "50 is out of range: the minimum effect is from 0 to 10 (a fraction: 0.05 = 5%)",
+        ),
     ],
     ids=[
         "launcher",
@@ -72,6 +78,7 @@ def test_the_demo_spec_loads() -> None:
         "client-processes-word",
         "usage",
         "spec-tokens",
+        "minimum-effect",
     ],
 )
 def test_spec_mistakes_are_located(

@@ -211,3 +211,34 @@ def test_a_temporary_file_is_abandoned_only_when_its_writer_is_gone(tmp_path: Pa
     assert not files.abandoned(other)
     (tmp_path / f".x.{gone}.1.tmp").symlink_to(other)
     assert not files.abandoned(tmp_path / f".x.{gone}.1.tmp")
+
+
+# (the files a tree holds, with `/` for a folder; where the command runs) -> what it finds
+FOUND = [
+    (["records/a.yaml"], ".", "records"),
+    ([".git/", "records/a.yaml", "sub/deep/"], "sub/deep", "../../records"),
+    ([".git/", "records/a.yaml", "records/plans/p.yaml"], "records/plans", "../../records"),
+    ([".git/", "records/plans/", "docs/records/a.md"], "docs", "../records"),
+    ([".git/", "records/a.yaml", "sub/records/plans/"], "sub", "records"),
+    ([".git/", "sub/"], "sub", "../records"),
+    (["records/a.yaml", "repo/.git/", "repo/sub/"], "repo/sub", "../records"),
+    (["records/a.yaml", "sub/"], "sub", "records"),
+    ([".git", "records/a.yaml", "sub/"], "sub", "../records"),  # a worktree's .git is a file
+]
+
+
+@pytest.mark.parametrize(("tree", "here", "found"), FOUND)
+def test_the_knowledge_base_is_found_from_anywhere_in_its_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tree: list[str], here: str, found: str
+) -> None:
+    """The nearest records/ of YAML up to the repository's top; else the top's, or outside a
+    repository the current folder's: never one above the repository, nor rendered pages."""
+    for name in tree:
+        path = tmp_path / name
+        if name.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
+    monkeypatch.chdir(tmp_path / here)
+    assert files.find_records() == Path(found)

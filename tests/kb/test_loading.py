@@ -511,7 +511,7 @@ def test_any_plan_file_validates_or_is_located_problems(kb_dir: Path, content: b
 
     (kb_dir / "plans" / "next-steps.yaml").write_bytes(content)
     with special.deadline(10):
-        result = CliRunner().invoke(cli, ["validate", "--no-cache", "--root", str(kb_dir)])
+        result = CliRunner().invoke(cli, ["validate", "--no-cache", "--records", str(kb_dir)])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     if result.exit_code == 0:
         assert result.stdout.startswith("ok: 1 record(s) and 1 plan(s) valid")

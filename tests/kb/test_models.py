@@ -164,6 +164,46 @@ def test_numbers_are_finite_and_typed(
     assert problem.line == text[: text.index(new.split("\n")[-1])].count("\n") + 1
 
 
+INCREASE = "direction: increase\n  minimum_effect: 0.05"
+TO_TEN = "is out of range: the minimum effect is from 0 to 10 (a fraction: 0.05 = 5%)"
+BELOW_ONE = "is out of range: a decrease's minimum effect is from 0 to below 1 (a fraction"
+
+
+@pytest.mark.parametrize(
+    ("hypothesis", "message"),
+    [
+        ("direction: increase\n  minimum_effect: 20", f"20 {TO_TEN}"),
+        ("direction: increase\n  minimum_effect: 10.5", f"10.5 {TO_TEN}"),
+        ("direction: increase\n  minimum_effect: -0.05", f"-0.05 {TO_TEN}"),
+        ("direction: decrease\n  minimum_effect: 1", f"1 {BELOW_ONE}"),
+        ("direction: decrease\n  minimum_effect: 5", f"5 {BELOW_ONE}"),
+        ("direction: decrease\n  minimum_effect: -1", f"-1 {BELOW_ONE}"),
+        ("direction: sideways\n  minimum_effect: 20", f"20 {TO_TEN}"),
+    ],
+)
+def test_a_minimum_effect_out_of_range_is_located_and_says_the_range(
+    tmp_path: Path, hypothesis: str, message: str
+) -> None:
+    """At `hypothesis.minimum_effect`'s own line, with the range the direction allows."""
+    path = tmp_path / "ngram-test.yaml"
+    path.write_text(RECORD.replace(INCREASE, hypothesis))
+    with pytest.raises(InvalidInput) as info:
+        documents.load_file(path)
+    [problem] = [p for p in info.value.problems if p.field == "hypothesis.minimum_effect"]
+    assert problem.line is not None
+    assert path.read_text().splitlines()[problem.line - 1].startswith("  minimum_effect: ")
+    assert problem.message.startswith(message), problem
+
+
+@pytest.mark.parametrize(
+    ("direction", "effect"), [("increase", 0), ("increase", 10), ("decrease", 0.99)]
+)
+def test_a_minimum_effect_at_the_ends_of_its_range_is_valid(direction: str, effect: float) -> None:
+    hypothesis = {"direction": direction, "minimum_effect": effect}
+    record = Record.model_validate(_record(hypothesis={**_record()["hypothesis"], **hypothesis}))
+    assert record.hypothesis is not None and record.hypothesis.minimum_effect == effect
+
+
 def test_an_interval_past_the_largest_float_is_unknown() -> None:
     stats = models.MetricStats(n=1, mean=1e308, stdev=1e308)
     assert stats.interval() is None

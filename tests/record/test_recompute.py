@@ -56,7 +56,7 @@ def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
     made = CliRunner().invoke(cli, ["record", str(tiny_run), "--records", str(records)])
     assert made.exit_code == 0, made.output
     path = Path(made.stdout.strip())
-    valid = CliRunner().invoke(cli, ["validate", str(records), "--root", str(records)])
+    valid = CliRunner().invoke(cli, ["validate", str(records), "--records", str(records)])
     assert valid.exit_code == 0, valid.output
     saved = load_record(path)
     assert saved.verdict is not None and saved.verdict.method == "bootstrap"

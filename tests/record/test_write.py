@@ -381,7 +381,8 @@ def test_a_new_record_takes_a_name_no_record_or_samples_file_has(
     assert path.name == f"{stem}-3.yaml"
     assert (records / f"{stem}-2{compose.SAMPLES_SUFFIX}").read_bytes() == b"a renamed record's"
     assert (
-        CliRunner().invoke(cli, ["validate", "--no-cache", "--root", str(records)]).exit_code == 0
+        CliRunner().invoke(cli, ["validate", "--no-cache", "--records", str(records)]).exit_code
+        == 0
     )
 
 

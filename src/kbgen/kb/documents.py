@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from kbgen.errors import InvalidInput, Problem
-from kbgen.kb import store
+from kbgen.kb import files, store
 from kbgen.kb.models import Plan, Record
 from kbgen.kb.problems import problems_of
 
-PLANS_FOLDER = "plans"
+PLANS_FOLDER = files.PLANS_FOLDER
 M = TypeVar("M", bound=BaseModel)
 
 

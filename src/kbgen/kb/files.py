@@ -348,6 +348,41 @@ def fingerprint(path: Path) -> Fingerprint:
     return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
+RECORDS = "records"  # the knowledge base's folder, where every command looks by default
+PLANS_FOLDER = "plans"  # inside it: every file there is a plan
+
+
+def find_records() -> Path:
+    """The knowledge base a command run in the current folder works on, by default.
+
+    The nearest `records/` folder that holds YAML files or a `plans/` folder, in the current
+    folder or a folder above it up to the top of its git repository; else the `records/`
+    folder at that top, or outside a repository the current folder's (either may not exist
+    yet: a writer creates it). A `records/` without YAML is passed over: `docs/records/`, the
+    rendered pages, is no knowledge base. Relative to the current folder (`../records`), as
+    the user would name it, so that messages name its files so too.
+    """
+    here = Path(os.getcwd())
+    chain = [here, *here.parents]
+    top = next((i for i, folder in enumerate(chain) if os.path.lexists(folder / ".git")), 0)
+    up = next(
+        (i for i, folder in enumerate(chain[: top + 1]) if _holds_documents(folder / RECORDS)),
+        top,
+    )
+    return Path(*[os.pardir] * up, RECORDS)
+
+
+def _holds_documents(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(
+                e.name.endswith((".yaml", ".yml")) or (e.name == PLANS_FOLDER and e.is_dir())
+                for e in entries
+            )
+    except OSError:  # no such folder, not a folder, not readable
+        return False
+
+
 def iter_yaml_files(paths: Iterable[Path]) -> list[Path]:
     """Every `.yaml`/`.yml` file named or below the named folders, sorted.
 

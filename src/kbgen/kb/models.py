@@ -22,6 +22,8 @@ from pydantic import (
     JsonValue,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -179,6 +181,9 @@ Figure = Finite | Range
 # --- hypothesis ---------------------------------------------------------------------------
 
 
+MAX_EFFECT = 10  # +1000%: more than any engine setting gains; a larger one is a typo (5 for 5%)
+
+
 class Hypothesis(Model):
     """What the experiment expects, stated so that a rule can decide it."""
 
@@ -194,10 +199,10 @@ class Hypothesis(Model):
         examples=["increase"],
     )
     minimum_effect: Finite = Field(
-        ge=0,
-        le=10,
-        description="Smallest relative change that matters, as a fraction (0.05 = 5%).",
+        description="Smallest relative change that matters, as a fraction (0.05 = 5%): from 0 "
+        f"to {MAX_EFFECT:g}, and below 1 for a decrease.",
         examples=[0.05],
+        json_schema_extra={"minimum": 0, "maximum": MAX_EFFECT},
     )
     min_prompts: Int = Field(
         default=8,
@@ -206,6 +211,27 @@ class Hypothesis(Model):
         description="Distinct prompts a class needs before it can be decided: the prompt is the "
         "unit of analysis (repeats of a prompt measure timing noise, not content).",
     )
+
+    @field_validator("minimum_effect")
+    @classmethod
+    def _effect_in_range(cls, value: float, info: ValidationInfo) -> float:
+        """The range said in the error, the direction's: a relative change is above -100%, so a
+        decrease by 1 (100%) or more could never be seen, and every verdict would be refuted."""
+        if info.data.get("direction") == "decrease" and not 0 <= value < 1:
+            raise PydanticCustomError(
+                "effect_range",
+                "{value} is out of range: a decrease's minimum effect is from 0 to below 1 "
+                "(a fraction: 0.05 = 5%; a metric cannot fall by 100%)",
+                {"value": f"{value:g}"},
+            )
+        if not 0 <= value <= MAX_EFFECT:
+            raise PydanticCustomError(
+                "effect_range",
+                "{value} is out of range: the minimum effect is from 0 to {most} (a fraction: "
+                "0.05 = 5%)",
+                {"value": f"{value:g}", "most": MAX_EFFECT},
+            )
+        return value
 
 
 # --- configuration --------------------------------------------------------------------------

@@ -1,8 +1,7 @@
-"""`kbgen new`: a planned record to fill in, under an id that does not collide across branches.
+"""`kbgen new`: a planned record or a plan to fill in, written where no file is yet.
 
-Ids are the creation date plus a slug of the title, not a global sequence number: two people
-opening records on two branches on the same day get different ids unless they chose the same
-title, and then a short random suffix separates them.
+A record's id is by default the creation date plus a slug of the title, a plan's the slug alone;
+why, and what happens when the name is taken: docs/design.md, "Record and plan ids".
 """
 
 from __future__ import annotations
@@ -10,21 +9,22 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
 import re
 import secrets
 import unicodedata
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kbgen.errors import UsageError
 from kbgen.kb import files, store
-from kbgen.kb.models import Record
+from kbgen.kb.models import ID_PATTERN, Plan, Record
 from kbgen.kb.problems import problems_of
 
 MAX_SLUG = 60
 
-TEMPLATE = """\
+RECORD_TEMPLATE = """\
 # A planned experiment. Fill in the hypothesis, then run `kbgen bench` and `kbgen record`.
 # Reference of every field: `kbgen schema` (JSON Schema) or the site's schema page.
 schema_version: 1
@@ -43,6 +43,19 @@ resolves: []   # plan tasks, as PLAN-ID#TASK-ID
 tags: []
 """
 
+PLAN_TEMPLATE = """\
+# A plan. Each task is ticked when a concluded record resolves it (`resolves: [{id}#TASK-ID]`).
+# Reference of every field: `kbgen schema` (JSON Schema) or the site's schema page.
+schema_version: 1
+id: {id}
+title: {title}
+context: |
+  Why this plan exists, and what it should decide.
+tasks:   # in order; a task's id is what a record's `resolves` names
+  - id: first-step
+    text: The first step, in one line.
+"""
+
 
 def slugify(title: str) -> str:
     """Lower-case ASCII words joined by hyphens, at most MAX_SLUG characters."""
@@ -54,23 +67,66 @@ def slugify(title: str) -> str:
 def new_record_text(title: str, record_id: str, created: dt.date) -> str:
     """The YAML text of a planned record, validated before it is returned."""
     # A JSON string is a valid YAML double-quoted scalar: any title is safely quoted.
-    text = TEMPLATE.format(id=record_id, title=json.dumps(title), created=created.isoformat())
+    text = RECORD_TEMPLATE.format(
+        id=record_id, title=json.dumps(title), created=created.isoformat()
+    )
+    return _validated(text, Record, record_id)
+
+
+def new_plan_text(title: str, plan_id: str) -> str:
+    """The YAML text of a plan with one task to rename, validated before it is returned."""
+    return _validated(PLAN_TEMPLATE.format(id=plan_id, title=json.dumps(title)), Plan, plan_id)
+
+
+def _validated(text: str, model: type[BaseModel], doc_id: str) -> str:
     tree = store.parse_text(text)
     try:
-        Record.model_validate(store.plain(tree))
+        model.model_validate(store.plain(tree))
     except ValidationError as exc:
-        problems = problems_of(Path(f"{record_id}.yaml"), exc, tree)
+        problems = problems_of(Path(f"{doc_id}.yaml"), exc, tree)
+        kind = model.__name__.lower()
         raise UsageError(
-            f"cannot make a record of that title: {'; '.join(map(str, problems))}"
+            f"cannot make a {kind} of that title: {'; '.join(map(str, problems))}"
         ) from exc
     return text
 
 
-def new_record(title: str, folder: Path, today: dt.date | None = None) -> Path:
-    """Write a planned record for `title` into `folder` and return its path."""
+def new_record(
+    title: str, folder: Path, today: dt.date | None = None, record_id: str | None = None
+) -> Path:
+    """Write a planned record for `title` into `folder` and return its path: named `record_id`,
+    which must be free, or by default by the date and the title's slug, made free."""
     created = today or dt.date.today()
-    # a random suffix, not a number: two branches adding the same title get different ids
-    randomly = (f"-{secrets.token_hex(2)}" for _ in itertools.count())
-    path = files.free_path(folder, f"{created.isoformat()}-{slugify(title)}", ".yaml", randomly)
+    if record_id is not None:
+        path = _free(folder, record_id)
+    else:
+        # a random suffix, not a number: two branches adding the same title get different ids
+        randomly = (f"-{secrets.token_hex(2)}" for _ in itertools.count())
+        stem = f"{created.isoformat()}-{slugify(title)}"
+        path = files.free_path(folder, stem, ".yaml", randomly)
     files.write_atomic(path, new_record_text(title, path.stem, created).encode(), replace=False)
+    return path
+
+
+def new_plan(title: str, folder: Path, plan_id: str | None = None) -> Path:
+    """Write a plan for `title` into `folder`'s plans/ and return its path: named `plan_id`, by
+    default the title's slug; either must be free (records name a plan's tasks by its id, so it
+    is chosen, never made up)."""
+    chosen = plan_id if plan_id is not None else slugify(title)
+    path = _free(folder / files.PLANS_FOLDER, chosen)
+    files.write_atomic(path, new_plan_text(title, path.stem).encode(), replace=False)
+    return path
+
+
+def _free(folder: Path, doc_id: str) -> Path:
+    """`folder/doc_id.yaml`, for an id that is one and a name that is free (a creator racing
+    this one is still refused: the write is exclusive)."""
+    if not re.fullmatch(ID_PATTERN, doc_id):
+        raise UsageError(
+            f"{doc_id!r} is no id: lower-case letters, digits and inner hyphens, at most 80 "
+            "characters"
+        )
+    path = folder / f"{doc_id}.yaml"
+    if os.path.lexists(path):
+        raise UsageError(f"{path}: already exists; not overwritten (choose another id: --id)")
     return path

@@ -37,6 +37,17 @@ class Started:
     written: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # there already: left as they were
     ignored: list[str] = field(default_factory=list)  # lines added to .gitignore
+    rendered: list[str] = field(default_factory=list)  # the pages written into docs/
+
+    def said(self, root: Path) -> list[str]:
+        """What `kbgen init` prints, a line per thing done, paths under `root`."""
+        return [
+            *(f"wrote {root / rel}" for rel in self.written),
+            *(f"kept {root / rel} (already there)" for rel in self.kept),
+            *(f"added {line} to {root / '.gitignore'}" for line in self.ignored),
+            f"rendered {len(self.rendered)} page(s) into {root / 'docs'}",
+            "next: `kbgen new TITLE` for a record, `mkdocs serve` to browse",
+        ]
 
 
 def kit(name: str) -> str:
@@ -77,7 +88,10 @@ def schemas() -> dict[str, str]:
 
 
 def init(root: Path, site_name: str | None = None) -> Started:
-    """The kit written into `root` where its files are missing, `.gitignore` completed."""
+    """The kit written into `root` where its files are missing, `.gitignore` completed, the
+    pages rendered."""
+    from kbgen.site.build import CACHE, render_site
+
     name = site_name or f"{root.resolve().name or 'kbgen'} knowledge base"
     started = Started()
     for rel, text in contents(name).items():
@@ -92,6 +106,7 @@ def init(root: Path, site_name: str | None = None) -> Started:
         else:
             started.written.append(rel)
     started.ignored = _complete_gitignore(root / ".gitignore")
+    started.rendered = render_site(root / "records", root / "docs", cache=root / CACHE)
     return started
 
 
