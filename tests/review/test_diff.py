@@ -168,14 +168,47 @@ def test_added_and_removed_records_are_no_kind_of_change() -> None:
             {"spec_decode__ngram__drafts": 101},
             [ValueChange("spec_decode.ngram.drafts", "100", "101")],
         ),
+        (  # what a class rests on, old and new; its effect and each prompt's are shown apart
+            {
+                "verdict__per_class": {
+                    "coding": {
+                        "outcome": "refuted",
+                        "effect": -0.25,
+                        "ci_low": -0.3,
+                        "ci_high": -0.2,
+                        "n_baseline": 20,
+                        "per_unit": {0: -0.25},
+                    }
+                }
+            },
+            [ValueChange("verdict.per_class.coding.n_baseline", None, "20")],
+        ),
     ],
-    ids=["hardware", "tags", "no-tags", "long", "arguments", "shown-apart", "spec-decode"],
+    ids=[
+        "hardware",
+        "tags",
+        "no-tags",
+        "long",
+        "arguments",
+        "shown-apart",
+        "spec-decode",
+        "class-base",
+    ],
 )
 def test_a_changed_record_lists_each_value_that_differs_old_and_new(
     changes: dict[str, Any], values: list[ValueChange]
 ) -> None:
     [change] = diff.compare(side("a", record()), side("b", record(**changes))).records
     assert change.values == values
+
+
+def test_two_long_values_are_cut_where_they_differ_not_where_they_agree() -> None:
+    rule = "the rule: " + "word " * 30 + "ends {}"
+    base, head = (record(verdict__rule=rule.format(end)) for end in ("here", "there"))
+    [change] = diff.compare(side("a", base), side("b", head)).records
+    assert change.values == [
+        ValueChange("verdict.rule", "…word word word ends here", "…word word word ends there")
+    ]
 
 
 def test_a_record_s_evidence_base() -> None:

@@ -7,6 +7,7 @@ Pure functions over loaded knowledge bases; `to_json` gives it to machines, and
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import math
 from dataclasses import dataclass, field
@@ -136,14 +137,16 @@ class ValueChange:
 
 # What a record measured: when none of these changed, its numbers were not measured again
 MEASURED = ("measurements", "spec_decode", "raw_samples", "effective", "startup_s")
-# Shown elsewhere in a record's change (its status line, verdict rows, metric rows, caveats)
+# Shown elsewhere in a record's change (its status line, verdict rows, metric rows, caveats):
+# dotted paths and what lies below them, `*` a key (a class's name)
 SHOWN_APART = (
     "status",
     "measurements",
     "verdict.outcome",
-    "verdict.per_class",
     "verdict.caveats",
     "verdict.reasons",
+    *(f"verdict.per_class.*.{name}" for name in ("outcome", "effect", "ci_low", "ci_high")),
+    "verdict.per_class.*.per_unit",  # each prompt's effect: the class's effect says it
 )
 MAX_VALUE_CHARS = 100
 
@@ -328,11 +331,17 @@ def _value_changes(before: dict[str, Any], after: dict[str, Any]) -> list[ValueC
     a list is one value."""
     old, new = _leaves(before), _leaves(after)
     return [
-        ValueChange(path, _shown(old.get(path)), _shown(new.get(path)))
+        ValueChange(path, *_shown(old.get(path), new.get(path)))
         for path in sorted(old.keys() | new.keys())
-        if old.get(path) != new.get(path)
-        and not any(path == p or path.startswith(f"{p}.") for p in SHOWN_APART)
+        if old.get(path) != new.get(path) and not _apart(path)
     ]
+
+
+def _apart(path: str) -> bool:
+    return any(
+        fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, f"{pattern}.*")
+        for pattern in SHOWN_APART
+    )
 
 
 def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -346,16 +355,34 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _shown(value: Any) -> str | None:
-    """A value as one short line: text as it is, a list of plain values comma-separated,
-    anything else as JSON; cut at `MAX_VALUE_CHARS`."""
+def _shown(old: Any, new: Any) -> tuple[str | None, str | None]:
+    """Two values as short lines (None: absent), each cut to `MAX_VALUE_CHARS` at the same
+    place, a little before where they first differ: two long texts that differ late do not
+    read the same."""
+    a, b = _line(old), _line(new)
+    start = 0
+    if max(len(a or ""), len(b or "")) > MAX_VALUE_CHARS and a is not None and b is not None:
+        same = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
+        start = max(0, min(same, len(b)) - 20)
+    return _cut(a, start), _cut(b, start)
+
+
+def _line(value: Any) -> str | None:
+    """A value as one line: text as it is, a list of plain values comma-separated, anything
+    else as JSON."""
     if value is None:
         return None
     if isinstance(value, list) and all(isinstance(x, str | int | float | bool) for x in value):
         text = ", ".join(_plain(x) for x in value) if value else "(none)"
     else:
         text = _plain(value)
-    text = " ".join(text.split())
+    return " ".join(text.split())
+
+
+def _cut(text: str | None, start: int) -> str | None:
+    if text is None:
+        return None
+    text = "…" + text[start:] if start else text
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
