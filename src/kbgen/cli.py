@@ -16,6 +16,7 @@ import click
 from kbgen import __version__, redact
 from kbgen.errors import (
     Conflict,
+    InvalidHead,
     InvalidInput,
     KbgenError,
     Problem,
@@ -518,8 +519,10 @@ def diff_command(
 
     BASE defaults to where this branch forked from the main branch (origin/HEAD, main or
     master), HEAD to the working tree. Shows new, changed and removed records, status and
-    verdict changes, metric deltas with their 95% intervals (changed rows only, unless --all),
-    plan tasks newly ticked or unticked, and warnings.
+    verdict changes, what each verdict rests on and its caveats, changed values old → new,
+    metric deltas with their 95% intervals (changed rows only, unless --all), plan tasks newly
+    ticked or unticked, and warnings. A HEAD that does not validate prints a comment that says
+    what is invalid, and exits 1.
 
     \b
     Example:
@@ -528,7 +531,11 @@ def diff_command(
     """
     from kbgen.review import revisions as review
 
-    click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
+    try:
+        click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
+    except InvalidHead as exc:
+        click.echo(exc.comment, nl=False)  # the comment says what is invalid; then the error
+        raise
 
 
 @cli.command(name="check")

@@ -71,6 +71,17 @@ class InvalidInput(KbgenError):
         return [*map(str, parts), f"{len(self.problems)} {noun} in {count} file(s)"]
 
 
+class InvalidHead(InvalidInput):
+    """`kbgen diff`'s head side does not validate, so there is nothing to compare; `base` and
+    `head` name the two sides, and `comment`, once `kbgen diff` has written it, is the
+    pull-request comment that says what is invalid, printed before the error."""
+
+    def __init__(self, problems: list[Problem], base: str, head: str) -> None:
+        super().__init__(problems)
+        self.base, self.head = base, head
+        self.comment = ""
+
+
 class TemplateError(KbgenError):
     """A template could not be rendered (syntax, an undefined name, something the sandbox
     refuses, a missing or refused file): one line, `FILE:LINE: message`."""

@@ -372,3 +372,70 @@ def test_kbgen_s_commit_and_the_spec_s_are_never_confused(
 ) -> None:
     with pytest.raises(ValidationError, match=match):
         model.model_validate(data)
+
+
+def _verdict(**changes: Any) -> models.Verdict:
+    per_class = {
+        "coding": {"outcome": "supported", "effect": 0.45},
+        "math": {"outcome": "inconclusive", "effect": 0.3},
+    }
+    data = {"outcome": "inconclusive", "variant": "ngram", "method": "bootstrap", "rule": "r"}
+    return models.Verdict.model_validate({**data, "per_class": per_class, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "limits"),
+    [
+        ({}, []),
+        (  # the whole comparison's first, then each class's in per_class order, its name off
+            {
+                "caveats": [
+                    "math: an arm drifted 9.0% across rounds",
+                    "the servers ran differently: async_scheduling",
+                    "coding: the arms generated different outputs for 2 of 10 prompts",
+                    "ngram: no /metrics window",  # a variant's, not a class's
+                ]
+            },
+            [
+                (
+                    None,
+                    ["the servers ran differently: async_scheduling", "ngram: no /metrics window"],
+                ),
+                ("coding", ["the arms generated different outputs for 2 of 10 prompts"]),
+                ("math", ["an arm drifted 9.0% across rounds"]),
+            ],
+        ),
+        (  # reasons and a class's reason first, each said once though the caveats repeat them
+            {
+                "reasons": ["coding: no usable decode_tok_s in ngram", "a token mismatch"],
+                "caveats": ["a token mismatch", "math: drift could change it", "math: drifted"],
+                "per_class": {
+                    "coding": {"outcome": "supported", "effect": 0.45},
+                    "math": {
+                        "outcome": "inconclusive",
+                        "effect": 0.3,
+                        "reason": "drift could change it",
+                    },
+                },
+            },
+            [
+                (None, ["a token mismatch"]),
+                ("coding", ["no usable decode_tok_s in ngram"]),
+                ("math", ["drift could change it", "drifted"]),
+            ],
+        ),
+        (  # a class's reason stated nowhere else (a hand-written record)
+            {
+                "per_class": {
+                    "coding": {"outcome": "inconclusive", "effect": 0.1, "reason": "3 prompts"}
+                }
+            },
+            [("coding", ["3 prompts"])],
+        ),
+    ],
+    ids=["nothing", "grouped", "once-each", "reason-only"],
+)
+def test_what_limits_a_verdict_is_grouped_by_class(
+    changes: dict[str, Any], limits: list[tuple[str | None, list[str]]]
+) -> None:
+    assert _verdict(**changes).limits() == limits

@@ -13,7 +13,17 @@ import yaml
 from kbgen.kb.cards import Card
 from kbgen.kb.models import Plan, Record
 from kbgen.review import diff
-from kbgen.review.diff import Estimate, MetricRow, Side, TaskChange, VerdictRow
+from kbgen.review.diff import (
+    Caveat,
+    ClassBase,
+    Estimate,
+    EvidenceBase,
+    MetricRow,
+    Side,
+    TaskChange,
+    ValueChange,
+    VerdictRow,
+)
 from tests.conftest import PLAN, RECORD
 
 FIRST = yaml.safe_load(RECORD)  # ngram-test: concluded, refuted, resolves next-steps#test-ngram
@@ -99,6 +109,168 @@ def test_changed_records_come_in_id_order() -> None:
         ("alpha", "added"),
         ("ngram-test", "removed"),
         ("zeta", "added"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "kind"),
+    [
+        ({"title": "retitled", "tags": ["ngram", "cpu"]}, "metadata"),
+        ({"config__hardware": {"cpu": "the cpu it really was"}}, "metadata"),  # a description
+        ({"config__engine__version": "0.33.0"}, "metadata"),
+        ({"verdict__rationale": "Slower."}, "re-judged"),
+        ({"measurements__ngram__coding__decode_tok_s": {"n": 10, "mean": 47.0}}, "re-measured"),
+        ({"spec_decode__ngram__drafts": 101}, "re-measured"),
+        ({"raw_samples": {"path": "ngram-test.samples.jsonl.gz"}}, "re-measured"),
+    ],
+)
+def test_a_changed_record_says_whether_it_was_measured_again(
+    changes: dict[str, Any], kind: str
+) -> None:
+    [change] = diff.compare(side("a", record()), side("b", record(**changes))).records
+    assert change.kind == kind
+
+
+def test_added_and_removed_records_are_no_kind_of_change() -> None:
+    [added] = diff.compare(side("a"), side("b", record())).records
+    [removed] = diff.compare(side("a", record()), side("b")).records
+    assert added.kind is None and removed.kind is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "values"),
+    [
+        (
+            {"config__hardware": {"cpu": "the cpu it really was", "cpu_count": 2}},
+            [
+                ValueChange("config.hardware.cpu", "test cpu", "the cpu it really was"),
+                ValueChange("config.hardware.cpu_count", None, "2"),
+            ],
+        ),
+        ({"tags": ["ngram", "cpu"]}, [ValueChange("tags", "ngram", "ngram, cpu")]),
+        ({"tags": []}, [ValueChange("tags", "ngram", "(none)")]),
+        ({"context": "x" * 150}, [ValueChange("context", "Why we ran it.", "x" * 99 + "…")]),
+        (
+            {"config__variants__ngram__args": ["--max-num-seqs", "8"]},
+            [ValueChange("config.variants.ngram.args", "--max-num-seqs, 4", "--max-num-seqs, 8")],
+        ),
+        (  # shown apart: the status line, the verdict and metric rows, the caveats
+            {
+                "status": "superseded",
+                "verdict__outcome": "inconclusive",
+                "verdict__per_class": {"coding": {"outcome": "inconclusive", "effect": 0.0}},
+                "verdict__caveats": ["one round"],
+                "measurements__ngram__coding__decode_tok_s": {"n": 10, "mean": 47.0},
+            },
+            [],
+        ),
+        (
+            {"spec_decode__ngram__drafts": 101},
+            [ValueChange("spec_decode.ngram.drafts", "100", "101")],
+        ),
+        (  # what a class rests on, old and new; its effect and each prompt's are shown apart
+            {
+                "verdict__per_class": {
+                    "coding": {
+                        "outcome": "refuted",
+                        "effect": -0.25,
+                        "ci_low": -0.3,
+                        "ci_high": -0.2,
+                        "n_baseline": 20,
+                        "per_unit": {0: -0.25},
+                    }
+                }
+            },
+            [ValueChange("verdict.per_class.coding.n_baseline", None, "20")],
+        ),
+    ],
+    ids=[
+        "hardware",
+        "tags",
+        "no-tags",
+        "long",
+        "arguments",
+        "shown-apart",
+        "spec-decode",
+        "class-base",
+    ],
+)
+def test_a_changed_record_lists_each_value_that_differs_old_and_new(
+    changes: dict[str, Any], values: list[ValueChange]
+) -> None:
+    [change] = diff.compare(side("a", record()), side("b", record(**changes))).records
+    assert change.values == values
+
+
+def test_two_long_values_are_cut_where_they_differ_not_where_they_agree() -> None:
+    rule = "the rule: " + "word " * 30 + "ends {}"
+    base, head = (record(verdict__rule=rule.format(end)) for end in ("here", "there"))
+    [change] = diff.compare(side("a", base), side("b", head)).records
+    assert change.values == [
+        ValueChange("verdict.rule", "…word word word ends here", "…word word word ends there")
+    ]
+
+
+def test_a_record_s_evidence_base() -> None:
+    measured = record(
+        workload={
+            "prompt_suite": "bench/prompts/seed.jsonl",
+            "classes": ["coding"],
+            "max_tokens": 128,
+        },
+        provenance={"source": "measured", "tool": "kbgen 0.1.0"},
+        verdict__per_class={
+            "coding": {
+                "outcome": "refuted",
+                "effect": -0.26,
+                "prompts": 12,
+                "rounds": 2,
+                "n_baseline": 24,
+                "n_variant": 23,
+            }
+        },
+    )
+    imported = record(
+        provenance={"source": "imported", "tool": "kbgen 0.1.0", "reference": "vllm bench serve"},
+        verdict__per_class={
+            "coding": {"outcome": "refuted", "effect": -0.2, "n_baseline": 8, "n_variant": 8}
+        },
+    )
+    assert diff.compare(side("a"), side("b", measured)).records[0].evidence == EvidenceBase(
+        "measured",
+        "kbgen 0.1.0",
+        "bench/prompts/seed.jsonl",
+        128,
+        None,
+        ("baseline", "ngram"),
+        [ClassBase("coding", 12, 2, 24, 23)],
+    )
+    [change] = diff.compare(side("a", record()), side("b", imported)).records
+    assert change.evidence is not None
+    assert (change.evidence.source, change.evidence.by) == ("imported", "vllm bench serve")
+    assert change.evidence.classes == [ClassBase("coding", None, None, 8, 8)]
+    [gone] = diff.compare(side("a", record()), side("b")).records
+    assert gone.evidence is None and gone.caveats == []
+
+
+def test_a_record_s_caveats_new_and_gone_against_the_base() -> None:
+    base = record(verdict__caveats=["coding: an arm drifted 9.0% across rounds", "one round"])
+    head = record(
+        verdict__caveats=["one round", "2 of 4 windows ran on a busy machine"],
+        verdict__reasons=["coding: no usable decode_tok_s in ngram"],
+    )
+    [added] = diff.compare(side("a"), side("b", head)).records
+    assert added.caveats == [
+        Caveat(None, "one round"),
+        Caveat(None, "2 of 4 windows ran on a busy machine"),
+        Caveat("coding", "no usable decode_tok_s in ngram"),
+    ]
+    [changed] = diff.compare(side("a", base), side("b", head)).records
+    assert changed.caveats == [
+        Caveat(None, "one round"),
+        Caveat(None, "2 of 4 windows ran on a busy machine", "new"),
+        Caveat("coding", "no usable decode_tok_s in ngram", "new"),
+        Caveat("coding", "an arm drifted 9.0% across rounds", "gone"),
     ]
 
 
@@ -251,6 +423,7 @@ def test_task_changes(
 
 # --- warnings --------------------------------------------------------------------------------
 
+REMEASURED = {"coding": {"decode_tok_s": {"n": 10, "mean": 47.0}}}
 MISMATCH = "compared despite: engine versions differ (0.32.0 vs 0.33.0) (--allow-mismatch)"
 
 
@@ -264,7 +437,7 @@ MISMATCH = "compared despite: engine versions differ (0.32.0 vs 0.33.0) (--allow
         ),
         (
             (record(),),
-            (record(config__engine__version="0.33.0"),),
+            (record(config__engine__version="0.33.0", measurements__ngram=REMEASURED),),
             [
                 "`ngram-test` was re-measured with a different engine version (0.32.0 vs "
                 "0.33.0): its metric deltas compare two setups"
@@ -272,13 +445,25 @@ MISMATCH = "compared despite: engine versions differ (0.32.0 vs 0.33.0) (--allow
         ),
         (
             (record(),),
-            (record(config__hardware={"cpu": "another cpu"}),),
+            (record(config__hardware={"cpu": "another cpu"}, measurements__ngram=REMEASURED),),
             [
                 "`ngram-test` was re-measured with a different hardware: its metric deltas "
                 "compare two setups"
             ],
         ),
-        ((record(),), (record(config__hardware={"cpu": "test cpu", "host": "b"}),), []),
+        (
+            (record(),),
+            (
+                record(
+                    config__hardware={"cpu": "test cpu", "host": "b"},
+                    measurements__ngram=REMEASURED,
+                ),
+            ),
+            [],
+        ),
+        # the setup's description fixed, nothing measured again: no claim of a re-measurement
+        ((record(),), (record(config__engine__version="0.33.0"),), []),
+        ((record(),), (record(config__hardware={"cpu": "the right cpu"}),), []),
         (
             (record(),),
             (
@@ -306,7 +491,16 @@ MISMATCH = "compared despite: engine versions differ (0.32.0 vs 0.33.0) (--allow
             ],
         ),
     ],
-    ids=["mismatch", "engine", "hardware", "host-only", "superseded-by", "marked-superseded"],
+    ids=[
+        "mismatch",
+        "engine",
+        "hardware",
+        "host-only",
+        "engine-described",
+        "hardware-described",
+        "superseded-by",
+        "marked-superseded",
+    ],
 )
 def test_warnings(base: tuple[Record, ...], head: tuple[Record, ...], warnings: list[str]) -> None:
     assert diff.compare(side("a", *base), side("b", *head)).warnings == warnings

@@ -111,6 +111,59 @@ def test_a_verdict_flipped_by_new_evidence(history: tuple[Path, dict[str, str]])
     ) in everything
 
 
+def test_a_changed_record_says_what_it_rests_on_and_how_it_changed(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, c = history
+    out = diff(records, c["added"], c["flipped"])
+    assert "**Re-measured**: new measurements. Verdict **refuted** → **supported**." in out
+    assert (
+        "**Evidence:** measured by kbgen; prompts: not recorded; output length not recorded; "
+        "requests per arm not recorded." in out
+    )
+    assert "| `verdict.outcome` |" not in out  # said in the line above
+
+
+def test_a_metadata_change_is_called_one_and_shows_old_and_new(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, _ = history
+    path = records / "ngram-rerun.yaml"
+    fixed = path.read_text().replace("hardware: {cpu: test cpu}", "hardware: {cpu: Xeon 8480+}")
+    path.write_text(fixed.replace("tags: [ngram]", "tags: [ngram, cpu]"))
+    out = diff(records, "HEAD")
+    assert (
+        "**Metadata change**: no new measurements, the verdict as it was. Changed: `config`, "
+        "`tags`." in out
+    )
+    assert "| Setting or value | " in out
+    assert "| `config.hardware.cpu` | test cpu | Xeon 8480+ |" in out
+    assert "| `tags` | ngram | ngram, cpu |" in out
+    assert "re-measured" not in out.lower()  # nothing was measured again
+
+
+def test_caveats_and_values_from_a_record_are_inert_in_the_comment(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    from tests.support.hostile import problems, to_html
+
+    records, _ = history
+    path = records / "ngram-rerun.yaml"
+    payload = "<img src=x onerror=alert(1)> | [x](javascript:alert(2))"
+    text = path.read_text().replace("hardware: {cpu: test cpu}", f"hardware: {{cpu: '{payload}'}}")
+    text = text.replace(
+        "  rule: the CI is below the minimum effect\n",
+        "  rule: the CI is below the minimum effect\n"
+        f"  caveats: ['coding: {payload}', '{payload}']\n",
+    )
+    path.write_text(text)
+    out = diff(records, "HEAD")
+    assert "<img" not in out and "javascript:" not in out.replace("\\[x&#93;(javascript:", "")
+    assert problems(to_html(out)) == []
+    assert out.count("&lt;img src=x onerror=alert(1)&gt; \\| ") == 3  # two caveats, the cpu
+    assert "- **coding**: &lt;img" in out and "(new)" in out
+
+
 def test_a_task_unticked_by_supersession(history: tuple[Path, dict[str, str]]) -> None:
     records, c = history
     out = diff(records, c["flipped"], c["superseded"])
@@ -252,7 +305,8 @@ def test_the_documented_workflow_runs_check_and_updates_one_comment() -> None:
     workflow = yaml.safe_load(shipped)
     steps = workflow["jobs"]["review"]["steps"]
     runs = [step.get("run", "") for step in steps]
-    assert any(run.startswith("kbgen diff ") for run in runs)
+    [diff_run] = [run for run in runs if run.startswith("kbgen diff ")]
+    assert "|| test -s kbgen-diff.md" in diff_run  # the comment of an invalid head is kept
     assert runs[-1].startswith("kbgen check")
     assert all(step.get("if") == "always()" for step in steps[-2:])  # whatever failed before
     [post] = [run for run in runs if "gh api" in run]
@@ -291,6 +345,31 @@ def test_invalid_files_at_the_base_are_left_out_with_a_warning(
     bad = CliRunner().invoke(cli, ["diff", c["start"], typo, "--records", str(records)])
     assert bad.exit_code == 1
     assert re.match(rf"{typo}:records/ngram-test\.yaml:\d+: status: ", bad.stderr), bad.stderr
+    # the pull request's comment says what is invalid, where: not nothing
+    assert bad.stdout.startswith(f"<!-- kbgen-diff -->\n## kbgen diff: `{c['start']}` → `{typo}`\n")
+    assert f"❌ **The head, `{typo}`, does not validate**: 1 problem(s) in 1 file(s)." in bad.stdout
+    assert re.search(
+        rf"^\| `{typo}:records/ngram-test\.yaml` \| \d+ \| `status` \| Input should be ",
+        bad.stdout,
+        re.M,
+    ), bad.stdout
+    as_json = CliRunner().invoke(
+        cli, ["diff", c["start"], typo, "--records", str(records), "--format", "json"]
+    )
+    assert as_json.exit_code == 1 and as_json.stdout == ""  # machines read the exit code
+
+
+def test_the_comment_on_an_invalid_head_masks_what_looks_like_a_secret(
+    history: tuple[Path, dict[str, str]],
+) -> None:
+    records, _ = history
+    token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    path = records / "ngram-rerun.yaml"
+    path.write_text(path.read_text() + f"{token}: pasted by mistake\n")
+    bad = CliRunner().invoke(cli, ["diff", "HEAD", "--records", str(records)])
+    assert bad.exit_code == 1 and "does not validate" in bad.stdout
+    assert token not in bad.stdout and token not in bad.stderr
+    assert "| `***` | unknown field (not in the schema; check its spelling) |" in bad.stdout
 
 
 def test_a_records_folder_below_the_root_with_any_file_name(tmp_path: Path) -> None:

@@ -279,6 +279,41 @@ def test_the_records_index_after_instant_navigation_shows_a_page_at_a_time(
     assert _filter(page, "vllm") == f"{n - 1} of {n} records, the first 3 shown"  # not the hostile
 
 
+def test_a_record_page_s_top_box_shows_each_class_s_effect_and_caveats(
+    browser: object, served: str, site: Path
+) -> None:
+    """The box at the top of every judged record's page, as the reader sees it, above the first
+    section: each class of the verdict with its outcome, effect and interval as the record
+    stores them, and every caveat the record states."""
+    records = {rid: r for rid, r in _records(site).items() if r.get("verdict")}
+    assert len(records) >= 2
+    page: Any = cast(Any, browser).new_page(viewport={"width": 1200, "height": 900})
+    for rid, record in sorted(records.items()):
+        page.goto(f"{served}/records/{rid}/", wait_until="load")
+        box = page.locator("article .admonition").first
+        assert box.is_visible()
+        assert box.bounding_box()["y"] < page.locator("article h2").first.bounding_box()["y"]
+        rows = box.locator("tbody tr")
+        shown = {}
+        for i in range(rows.count()):
+            cls, *cells = (c.strip() for c in rows.nth(i).locator("td").all_inner_texts())
+            shown[cls] = cells
+        verdict = record["verdict"]
+        assert list(shown) == list(verdict["per_class"]), rid
+        for cls, v in verdict["per_class"].items():
+            low, high = v.get("ci_low"), v.get("ci_high")
+            interval = "none" if low is None or high is None else f"{low:+.1%} … {high:+.1%}"
+            assert shown[cls] == [v["outcome"], f"{v['effect']:+.1%}", interval], (rid, cls)
+        text = box.inner_text()
+        for caveat in verdict.get("caveats", []):
+            cls, _, rest = caveat.partition(": ")
+            assert (rest if cls in verdict["per_class"] else caveat) in text, (rid, caveat)
+    page.goto(f"{served}/records/2026-12-01-ngram-vs-baseline/", wait_until="load")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("article .admonition").first.screenshot(path=str(ARTIFACTS / "verdict-box.png"))
+    page.close()
+
+
 def test_a_chart_is_visible(browser: object, served: str) -> None:
     page = _page(browser, f"{served}/records/2026-11-29-ngram-spec-decode-kimi-k2-5/")
     chart = page.locator("figure.kbgen-figure svg.kbgen-chart").first  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -363,3 +364,129 @@ def test_record_text_cannot_forge_a_section_marker(tmp_path: Path) -> None:
     page = (tmp_path / "docs" / "records" / "ngram-test.md").read_text()
     assert "\0" not in page and "kbgen:replications and kbgen:warnings" in page
     assert "## Replications" not in page
+
+
+# --- the verdict box at the top of a record's page ---------------------------------------------
+
+
+def verdict_box(page: str) -> str:
+    """The admonition at the top of a record's page: its `!!!` line and its indented body."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("!!! "))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith("    ")),
+        len(lines),
+    )
+    return "\n".join(lines[start:end]).rstrip()
+
+
+BOXED = RECORD.replace("outcome: refuted\n  variant", "outcome: inconclusive\n  variant").replace(
+    "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n",
+    "    coding: {outcome: supported, effect: 0.452, ci_low: 0.085, ci_high: 1.102}\n"
+    "    math: {outcome: inconclusive, effect: 0.305, ci_low: 0.092, ci_high: 0.522,\n"
+    "           reason: the drift across rounds could change it}\n"
+    "    explanatory: {outcome: inconclusive, effect: 0.115}\n"
+    "  caveats:\n"
+    "    - 'the servers ran differently beyond the arms'' arguments: async_scheduling disabled'\n"
+    "    - 'coding: the arms generated different outputs for 2 of 10 prompts'\n"
+    "    - 'coding: decided on the 8 prompts whose outputs agree'\n"
+    "    - 'math: an arm drifted 47.0% across rounds'\n"
+    "    - 'math: the drift across rounds could change it'\n"
+    "    - '3 of 4 windows ran on a busy machine'\n",
+)
+
+
+def test_the_verdict_box_gives_each_class_its_effect_and_the_caveats(
+    kb_dir: Path, site: Site
+) -> None:
+    """An inconclusive verdict with a supported class: the box shows every class's outcome,
+    effect and interval as the record stores them, and what limits them, by class."""
+    (kb_dir / "ngram-test.yaml").write_text(BOXED)
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert verdict_box(page) == "\n".join(
+        [
+            '!!! warning "Inconclusive: not a pass"',
+            "    ngram vs baseline, decided on `decode_tok_s`, which must increase by at least 5% "
+            "(bootstrap).",
+            "",
+            "    | Class | Outcome | Effect | 95% interval |",
+            "    |---|---|--:|---|",
+            "    | coding | **supported** | +45.2% | +8.5% … +110.2% |",
+            "    | math | **inconclusive** | +30.5% | +9.2% … +52.2% |",
+            "    | explanatory | **inconclusive** | +11.5% | none |",
+            "",
+            "    Caveats:",
+            "",
+            "    - the servers ran differently beyond the arms' arguments: async_scheduling "
+            "disabled",
+            "    - 3 of 4 windows ran on a busy machine",
+            "    - **coding**:",
+            "        - the arms generated different outputs for 2 of 10 prompts",
+            "        - decided on the 8 prompts whose outputs agree",
+            "    - **math**:",
+            "        - the drift across rounds could change it",
+            "        - an arm drifted 47.0% across rounds",
+        ]
+    )
+    assert page.index("!!! warning") < page.index("## Context")
+    assert page.count("an arm drifted 47.0% across rounds") == 1  # said once, at the top
+    html = to_html(page)
+    assert problems(html) == []
+    box = html[html.index('<div class="admonition warning">') : html.index("</div>")]
+    assert (
+        "<td>coding</td>" in box and "<li>decided on the 8 prompts whose outputs agree</li>" in box
+    )
+
+
+def test_the_verdict_box_of_every_example_record_shows_its_verdict_s_numbers(
+    tmp_path: Path, site: Site
+) -> None:
+    """The box's rows are the record's `verdict.per_class`, to the precision shown, and every
+    caveat the record states is in the box."""
+    import yaml
+
+    records = committed(tmp_path, "records") / "records"
+    pages = site(records)
+    for path in sorted(records.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        verdict = data["verdict"]
+        box = verdict_box(pages[f"records/{data['id']}.md"])
+        rows = {
+            cells[0]: cells[1:]
+            for line in box.splitlines()
+            if line.startswith("    | ") and not line.startswith(("    | Class", "    |---"))
+            for cells in [line.strip().removeprefix("| ").removesuffix(" |").split(" | ")]
+        }
+        assert list(rows) == list(verdict["per_class"]), path.name
+        for cls, v in verdict["per_class"].items():
+            outcome, effect, interval = rows[cls]
+            assert outcome == f"**{v['outcome']}**"
+            assert effect == f"{v['effect']:+.1%}"
+            ci = v.get("ci_low"), v.get("ci_high")
+            assert interval == (f"{ci[0]:+.1%} … {ci[1]:+.1%}" if None not in ci else "none")
+        for caveat in verdict.get("caveats", []):
+            cls, _, rest = caveat.partition(": ")
+            assert (rest if cls in verdict["per_class"] else caveat) in box, (path.name, caveat)
+
+
+@pytest.mark.parametrize(
+    "caveat",
+    [
+        "coding: <img src=x onerror=alert(1)> and [a](javascript:alert(2))",
+        "coding: | a cell | breaking out |\n|---|---|",
+        "coding: 1. a list\n    - nested\n!!! note",
+        "<script>alert(1)</script>: not a class",
+    ],
+)
+def test_a_caveat_in_the_box_is_text(kb_dir: Path, site: Site, caveat: str) -> None:
+    text = RECORD.replace(
+        "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n",
+        "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n"
+        f"  caveats: [{json.dumps(caveat)}, 'coding: another']\n",
+    )
+    (kb_dir / "ngram-test.yaml").write_text(text)
+    page = site(kb_dir)["records/ngram-test.md"]
+    html = to_html(page)
+    assert problems(html) == [] and "<script" not in html and "<img" not in html
+    box = html[html.index('<div class="admonition failure">') : html.index("</div>")]
+    assert box.count("<table>") == 1 and box.count("<li>") >= 2  # the box still holds them

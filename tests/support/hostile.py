@@ -106,7 +106,8 @@ def _text_fields(record: dict[str, Any], text: str) -> None:
     }
     record["workload"] = {"prompt_suite": text, "classes": ["coding"]}
     verdict = record["verdict"]
-    verdict.update(rule=text, rationale=text, caveats=[text, text], estimator=text)
+    caveats = [text, f"coding: {text}", f"coding: and {text}"]  # the box lists a class's apart
+    verdict.update(rule=text, rationale=text, caveats=caveats, estimator=text)
     verdict.update(guards=[text], reasons=[text])
     verdict["per_class"]["coding"]["reason"] = text
     path = "/".join(p if p != ".." else "x" for p in text.replace("\\", "").split("/"))

@@ -814,6 +814,22 @@ class Verdict(Model):
         "without usable data, one-token outputs, a token mismatch).",
     )
 
+    def limits(self) -> list[tuple[str | None, list[str]]]:
+        """What limits this verdict, each once, as its reasons and caveats state it: what
+        concerns the whole comparison first (None), then each class's in `per_class`'s order,
+        the class's name taken off (a caveat about a class is written `CLASS: …`) and its
+        `reason` first. Classes with nothing said are left out."""
+        groups: dict[str | None, list[str]] = {None: []}
+        for cls, verdict in self.per_class.items():
+            groups[cls] = [verdict.reason] if verdict.reason else []
+        for said in [*self.reasons, *self.caveats]:
+            cls, _, rest = said.partition(": ")
+            if rest and cls in self.per_class:
+                groups[cls].append(rest)
+            else:
+                groups[None].append(said)
+        return [(cls, list(dict.fromkeys(said))) for cls, said in groups.items() if said]
+
 
 class EffectiveSettings(Model):
     """What one variant's server said it ran with (vLLM's own log), beyond the arguments given.

@@ -7,9 +7,11 @@ Pure functions over loaded knowledge bases; `to_json` gives it to machines, and
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kbgen.kb.cards import Card, task_states
 from kbgen.kb.loading import KnowledgeBase
@@ -61,6 +63,95 @@ class VerdictRow:
 
 
 @dataclass(frozen=True)
+class ClassBase:
+    """What one class's verdict rests on: its paired prompts and rounds, and the requests of
+    each arm."""
+
+    cls: str
+    prompts: int | None
+    rounds: int | None
+    n_baseline: int | None
+    n_variant: int | None
+
+
+@dataclass(frozen=True)
+class EvidenceBase:
+    """What a record's numbers rest on: where they come from (`source`: measured, imported or
+    reported; `by`: the kbgen that measured them, the tool they were imported from, where they
+    were reported), the prompts, the output length, and per class the requests of each arm."""
+
+    source: str | None
+    by: str | None
+    prompts: str | None
+    max_tokens: int | None
+    ignore_eos: bool | None
+    arms: tuple[str, str] | None  # (baseline, variant judged)
+    classes: list[ClassBase] = field(default_factory=list)
+
+    @property
+    def counted(self) -> bool:
+        """Whether the record says how many requests any class had."""
+        return any(c.n_baseline is not None or c.n_variant is not None for c in self.classes)
+
+    @classmethod
+    def of(cls, record: Record) -> EvidenceBase:
+        p, w, verdict = record.provenance, record.workload, record.verdict
+        by = None
+        if p is not None:
+            measured = f"kbgen {p.kbgen.version}" if p.kbgen else p.tool
+            by = measured if p.source == "measured" else p.reference
+        baseline = record.config.baseline if record.config else None
+        return cls(
+            p.source if p else None,
+            by,
+            w.prompt_suite if w else None,
+            w.max_tokens if w else None,
+            w.ignore_eos if w else None,
+            (baseline, verdict.variant) if verdict and baseline else None,
+            [
+                ClassBase(name, v.prompts, v.rounds, v.n_baseline, v.n_variant)
+                for name, v in (verdict.per_class.items() if verdict else ())
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """One thing that limits a record's verdict (`Verdict.limits`): about one class, or the
+    whole comparison (None); `change`: "new" or "gone" against the base, "" otherwise."""
+
+    cls: str | None
+    text: str
+    change: Literal["", "new", "gone"] = ""
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    """A setting or value that differs, by its dotted path, as it reads on each side (None:
+    absent there)."""
+
+    path: str
+    old: str | None
+    new: str | None
+
+
+# What a record measured: when none of these changed, its numbers were not measured again
+MEASURED = ("measurements", "spec_decode", "raw_samples", "effective", "startup_s")
+# Shown elsewhere in a record's change (its status line, verdict rows, metric rows, caveats):
+# dotted paths and what lies below them, `*` a key (a class's name)
+SHOWN_APART = (
+    "status",
+    "measurements",
+    "verdict.outcome",
+    "verdict.caveats",
+    "verdict.reasons",
+    *(f"verdict.per_class.*.{name}" for name in ("outcome", "effect", "ci_low", "ci_high")),
+    "verdict.per_class.*.per_unit",  # each prompt's effect: the class's effect says it
+)
+MAX_VALUE_CHARS = 100
+
+
+@dataclass(frozen=True)
 class RecordChange:
     id: str
     title: str
@@ -70,6 +161,12 @@ class RecordChange:
     fields: list[str] = field(default_factory=list)  # top-level fields that differ
     verdicts: list[VerdictRow] = field(default_factory=list)
     metrics: list[MetricRow] = field(default_factory=list)
+    # of a changed record: "re-measured" (what it measured changed), "re-judged" (its verdict
+    # did, not its measurements) or "metadata" (neither: a title, tags, a description fixed)
+    kind: str | None = None
+    evidence: EvidenceBase | None = None  # the head's; None for a removed record
+    caveats: list[Caveat] = field(default_factory=list)
+    values: list[ValueChange] = field(default_factory=list)  # of a changed record
 
 
 @dataclass(frozen=True)
@@ -180,9 +277,10 @@ def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> Re
     assert either is not None
     change = "added" if old is None else "removed" if new is None else "changed"
     fields: list[str] = []
+    values: list[ValueChange] = []
     if old is not None and new is not None:
-        before, after = _dump(old), _dump(new)
-        fields = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        fields = _fields(old, new)
+        values = _value_changes(_dump(old), _dump(new))
     return RecordChange(
         id=either.id,
         title=either.title,
@@ -192,7 +290,104 @@ def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> Re
         fields=fields,
         verdicts=_verdict_rows(old, new),
         metrics=[] if new is None else _metric_rows(old, new, all_rows),
+        kind=_kind(fields) if change == "changed" else None,
+        evidence=None if new is None else EvidenceBase.of(new),
+        caveats=[] if new is None else _caveats(old, new),
+        values=values,
     )
+
+
+def _fields(old: Record, new: Record) -> list[str]:
+    """The top-level fields that differ."""
+    before, after = _dump(old), _dump(new)
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def _kind(fields: list[str]) -> str:
+    """What a change to a record was, from the top-level fields that differ."""
+    if any(name in MEASURED for name in fields):
+        return "re-measured"
+    return "re-judged" if "verdict" in fields else "metadata"
+
+
+def _caveats(old: Record | None, new: Record) -> list[Caveat]:
+    """What limits the head's verdict; of a changed record, each marked new against the base's,
+    and the base's that are gone after them."""
+    said = [(cls, text) for cls, texts in _limits(new) for text in texts]
+    if old is None:
+        return [Caveat(cls, text) for cls, text in said]
+    before = [(cls, text) for cls, texts in _limits(old) for text in texts]
+    return [Caveat(cls, text, "" if (cls, text) in before else "new") for cls, text in said] + [
+        Caveat(cls, text, "gone") for cls, text in before if (cls, text) not in said
+    ]
+
+
+def _limits(record: Record) -> list[tuple[str | None, list[str]]]:
+    return record.verdict.limits() if record.verdict else []
+
+
+def _value_changes(before: dict[str, Any], after: dict[str, Any]) -> list[ValueChange]:
+    """Every leaf value that differs, by its dotted path, but those shown apart (`SHOWN_APART`);
+    a list is one value."""
+    old, new = _leaves(before), _leaves(after)
+    return [
+        ValueChange(path, *_shown(old.get(path), new.get(path)))
+        for path in sorted(old.keys() | new.keys())
+        if old.get(path) != new.get(path) and not _apart(path)
+    ]
+
+
+def _apart(path: str) -> bool:
+    return any(
+        fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, f"{pattern}.*")
+        for pattern in SHOWN_APART
+    )
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(_leaves(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def _shown(old: Any, new: Any) -> tuple[str | None, str | None]:
+    """Two values as short lines (None: absent), each cut to `MAX_VALUE_CHARS` at the same
+    place, a little before where they first differ: two long texts that differ late do not
+    read the same."""
+    a, b = _line(old), _line(new)
+    start = 0
+    if max(len(a or ""), len(b or "")) > MAX_VALUE_CHARS and a is not None and b is not None:
+        same = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
+        start = max(0, min(same, len(b)) - 20)
+    return _cut(a, start), _cut(b, start)
+
+
+def _line(value: Any) -> str | None:
+    """A value as one line: text as it is, a list of plain values comma-separated, anything
+    else as JSON."""
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(x, str | int | float | bool) for x in value):
+        text = ", ".join(_plain(x) for x in value) if value else "(none)"
+    else:
+        text = _plain(value)
+    return " ".join(text.split())
+
+
+def _cut(text: str | None, start: int) -> str | None:
+    if text is None:
+        return None
+    text = "…" + text[start:] if start else text
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def _plain(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _status(record: Record | None) -> str | None:
@@ -301,7 +496,8 @@ def _warnings(base: Side, head: Side) -> list[str]:
         for caveat in new.verdict.caveats if new.verdict else []:
             if "--allow-mismatch" in caveat:
                 warnings.append(f"`{record_id}` compares its variants {caveat}")
-        if old is not None:
+        # a setup that differs without new measurements is a description fixed, not a new setup
+        if old is not None and _kind(_fields(old, new)) == "re-measured":
             for what in _setup_differences(old, new):
                 warnings.append(
                     f"`{record_id}` was re-measured with a different {what}: its metric "

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbgen.errors import InvalidInput, Problem
+from kbgen import redact
+from kbgen.errors import InvalidHead, Problem
 from kbgen.kb import documents, files, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
@@ -45,8 +46,8 @@ def difference(
 ) -> Difference:
     """The knowledge base under `records` at `base` compared with `head` (or the working tree).
 
-    Files that do not validate on the head side are an InvalidInput, located as
-    `REV:path:line` for a revision: review valid evidence. The base side is history; files that
+    Files that do not validate on the head side are an InvalidHead (an InvalidInput), located
+    as `REV:path:line` for a revision: review valid evidence. The base side is history; files that
     do not validate there on their own are left out, with a warning, so they do not pass for new
     records.
 
@@ -62,7 +63,8 @@ def difference(
     with tempfile.TemporaryDirectory(prefix="kbgen-diff-") as scratch:
         new, new_root = _load_at(root, revs.head, records, Path(scratch) / "head")
         if new.problems:
-            raise InvalidInput([_named(p, new_root, head_name) for p in new.problems])
+            named = [_named(p, new_root, head_name) for p in new.problems]
+            raise InvalidHead(named, base_name, head_name)
         head_files = {  # repository-relative name -> (path, product)
             (
                 f"{folder}/{path.relative_to(records).as_posix()}"
@@ -159,15 +161,43 @@ def output(
     fmt: str,
     templates: Path | None = None,
 ) -> str:
-    """`kbgen diff`'s text: Markdown for a pull-request comment, or JSON."""
-    result = difference(records, base, head, all_rows)
+    """`kbgen diff`'s text: Markdown for a pull-request comment, or JSON.
+
+    A head that does not validate is an InvalidHead; as Markdown, its `comment` says what is
+    invalid (file, line, field), for the pull request to show instead of nothing.
+    """
+    try:
+        result = difference(records, base, head, all_rows)
+    except InvalidHead as exc:
+        if fmt == "markdown":
+            exc.comment = _comment(
+                "diff-invalid.md.j2",
+                templates,
+                invalid=exc,
+                problems=[_masked(p) for p in exc.problems],
+            )
+        raise
     if fmt == "json":
         return json.dumps(to_json(result), indent=2, ensure_ascii=False) + "\n"
+    return _comment("diff.md.j2", templates, d=result)
+
+
+def _comment(name: str, templates: Path | None, **context: Any) -> str:
     from kbgen.site import render
 
     # its first line marks the comment, so a CI job updates it in place
     marker = render.Markdown(COMMENT_MARKER)  # kbgen's own constant, printed as is
-    return render.template("diff.md.j2", templates, d=result, marker=marker)
+    return render.template(name, templates, marker=marker, **context)
+
+
+def _masked(problem: Problem) -> Problem:
+    """A problem with what looks like a secret masked, each part alone (as `kbgen` prints it)."""
+    return dataclasses.replace(
+        problem,
+        path=Path(redact.text(str(problem.path))),
+        field=redact.text(problem.field),
+        message=redact.text(problem.message),
+    )
 
 
 def _load_at(
