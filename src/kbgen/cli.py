@@ -199,9 +199,8 @@ def schema(out: Path) -> None:
     from kbgen.site.starter import schemas
 
     for rel, text in schemas().items():
-        path = out / Path(rel).name
-        written = files.write_if_changed(path, text.encode())
-        click.echo(f"wrote {path}" if written else f"unchanged {path}")
+        written = files.write_if_changed(out / Path(rel).name, text.encode())
+        click.echo(f"{'wrote' if written else 'unchanged'} {out / Path(rel).name}")
 
 
 @cli.command()
@@ -213,9 +212,8 @@ def init(directory: Path, name: str | None) -> None:
     """Start a knowledge base in DIRECTORY (default: here), a git repository's root.
 
     Writes records/ with a first plan, the site (mkdocs.yml, docs/), the review and Pages
-    workflows (installing this kbgen version) and a pre-commit configuration; completes
-    .gitignore; renders the pages. A file already there is kept: run it again to add only
-    what is missing.
+    workflows (installing this kbgen) and a pre-commit configuration; completes .gitignore;
+    renders the pages. A file already there is kept: run it again to add what is missing.
 
     \b
     Example:
@@ -520,9 +518,8 @@ def diff_command(
     BASE defaults to where this branch forked from the main branch (origin/HEAD, main or
     master), HEAD to the working tree. Shows new, changed and removed records, status and
     verdict changes, what each verdict rests on and its caveats, changed values old → new,
-    metric deltas with their 95% intervals (changed rows only, unless --all), plan tasks newly
-    ticked or unticked, and warnings. A HEAD that does not validate prints a comment that says
-    what is invalid, and exits 1.
+    metric deltas with 95% intervals (changed rows only, unless --all), tasks (un)ticked and
+    warnings. An invalid HEAD prints a comment saying what is invalid, and exits 1.
 
     \b
     Example:
@@ -533,8 +530,8 @@ def diff_command(
 
     try:
         click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
-    except InvalidHead as exc:
-        click.echo(exc.comment, nl=False)  # the comment says what is invalid; then the error
+    except InvalidHead as exc:  # the comment says what is invalid; then the error
+        click.echo(exc.comment, nl=False)
         raise
 
 
