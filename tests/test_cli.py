@@ -293,10 +293,16 @@ def test_new_scaffolds_a_valid_planned_record(tmp_path: Path) -> None:
     folder = tmp_path / "records"
     first = run("new", "Is n-gram faster?", "--records", str(folder))
     second = run("new", "Is n-gram faster?", "--records", str(folder))
-    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
-    a, b = Path(first.stdout.strip()), Path(second.stdout.strip())
-    assert a.name.endswith("-is-n-gram-faster.yaml") and a != b
-    assert b.stem.startswith(a.stem + "-")
+    assert first.exit_code == 0, first.output
+    made = Path(first.stdout.strip())
+    assert made.name.endswith("-is-n-gram-faster.yaml")
+    # the same title the same day: refused, not renamed behind its author's back
+    assert second.exit_code == 2 and second.stdout == ""
+    assert (
+        second.stderr
+        == f"error: {made}: already exists; not overwritten (choose another id: --id)\n"
+    )
+    assert sorted(folder.iterdir()) == [made]
     assert run("validate", str(folder), "--records", str(folder)).exit_code == 0
 
 

@@ -29,12 +29,14 @@ def test_slugify(title: str, slug: str) -> None:
     assert scaffold.slugify(title) == slug
 
 
-def test_new_record_id_is_dated_and_unique(tmp_path: Path) -> None:
+def test_new_record_id_is_dated_and_a_taken_one_refused(tmp_path: Path) -> None:
     day = dt.date(2026, 11, 29)
     first = scaffold.new_record('Title with "quotes": and colons', tmp_path, today=day)
-    second = scaffold.new_record('Title with "quotes": and colons', tmp_path, today=day)
     assert first.name == "2026-11-29-title-with-quotes-and-colons.yaml"
-    assert second != first and second.name.startswith(first.stem + "-")
+    text = first.read_text()
+    with pytest.raises(UsageError, match="already exists; not overwritten"):
+        scaffold.new_record('Title with "quotes": and colons', tmp_path, today=day)
+    assert list(tmp_path.iterdir()) == [first] and first.read_text() == text
     base = kb.load([tmp_path])
     assert base.problems == []
     assert base.records[first.stem].title == 'Title with "quotes": and colons'
@@ -42,7 +44,7 @@ def test_new_record_id_is_dated_and_unique(tmp_path: Path) -> None:
 
 
 def test_a_title_that_makes_no_record_is_refused_at_its_line(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"-record\.yaml:5: title: String should have at least"):
+    with pytest.raises(UsageError, match=r"-record\.yaml:6: title: String should have at least"):
         scaffold.new_record("", tmp_path, today=dt.date(2026, 11, 29))
 
 

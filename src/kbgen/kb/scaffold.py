@@ -7,11 +7,9 @@ why, and what happens when the name is taken: docs/design.md, "Record and plan i
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import os
 import re
-import secrets
 import unicodedata
 from pathlib import Path
 
@@ -25,8 +23,9 @@ from kbgen.kb.problems import problems_of
 MAX_SLUG = 60
 
 RECORD_TEMPLATE = """\
+# yaml-language-server: $schema=../docs/schema/record.schema.json
 # A planned experiment. Fill in the hypothesis, then run `kbgen bench` and `kbgen record`.
-# Reference of every field: `kbgen schema` (JSON Schema) or the site's schema page.
+# Every field: docs/schema/record.schema.json (`kbgen schema` writes it; editors read it).
 schema_version: 1
 id: {id}
 title: {title}
@@ -44,8 +43,9 @@ tags: []
 """
 
 PLAN_TEMPLATE = """\
+# yaml-language-server: $schema=../../docs/schema/plan.schema.json
 # A plan. Each task is ticked when a concluded record resolves it (`resolves: [{id}#TASK-ID]`).
-# Reference of every field: `kbgen schema` (JSON Schema) or the site's schema page.
+# Every field: docs/schema/plan.schema.json (`kbgen schema` writes it; editors read it).
 schema_version: 1
 id: {id}
 title: {title}
@@ -95,15 +95,12 @@ def new_record(
     title: str, folder: Path, today: dt.date | None = None, record_id: str | None = None
 ) -> Path:
     """Write a planned record for `title` into `folder` and return its path: named `record_id`,
-    which must be free, or by default by the date and the title's slug, made free."""
+    by default by the date and the title's slug; either must be free (a record of that title
+    today is refused, never renamed behind its author's back)."""
     created = today or dt.date.today()
-    if record_id is not None:
-        path = _free(folder, record_id)
-    else:
-        # a random suffix, not a number: two branches adding the same title get different ids
-        randomly = (f"-{secrets.token_hex(2)}" for _ in itertools.count())
-        stem = f"{created.isoformat()}-{slugify(title)}"
-        path = files.free_path(folder, stem, ".yaml", randomly)
+    path = _free(
+        folder, f"{created.isoformat()}-{slugify(title)}" if record_id is None else record_id
+    )
     files.write_atomic(path, new_record_text(title, path.stem, created).encode(), replace=False)
     return path
 
