@@ -307,3 +307,20 @@ def test_a_card_read_back_from_a_cache_has_the_same_digest(path: Path) -> None:
     card = Card.of(load_record(path))
     again = Card.from_json(json.loads(json.dumps(card.to_json())))
     assert again == card and again.digest == card.digest
+
+
+def test_a_superseded_record_knows_what_superseded_it() -> None:
+    """Whether or not the two answer one question (a re-measurement on other hardware is
+    another question), the older page names the newer ones, and its key changes with them."""
+    old = card("old", "2026-11-01")
+    same = card("same", "2026-11-05", supersedes=["old"])
+    elsewhere = card("elsewhere", "2026-11-06", supersedes=["old"], config__model__name="other")
+    alone = card("alone", "2026-11-07", config__model__name="third")
+    found = evidence([old, same, elsewhere, alone])
+    assert [c.id for c in found.related("old").superseded_by] == ["same", "elsewhere"]
+    assert found.related("same").superseded_by == ()
+    assert found.related("alone") == replications.NOTHING
+    lonely = evidence([card("old", config__model__name="x"), elsewhere])  # no question shared
+    assert [c.id for c in lonely.related("old").superseded_by] == ["elsewhere"]
+    before = evidence([old, same]).related("old").key
+    assert evidence([old, same, elsewhere]).related("old").key != before

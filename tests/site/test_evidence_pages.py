@@ -342,3 +342,17 @@ def test_headline_without_numbers_is_empty() -> None:
     assert render.headline(card) == "`decode_tok_s`: coding -26.0% [-30.0% … -20.0%]"
     bare = Card(**{**card.__dict__, "results": (), "acceptance": None})
     assert render.headline(bare) == ""
+
+
+def test_a_superseded_record_s_page_names_what_superseded_it(tmp_path: Path, site: Site) -> None:
+    pages = site(_example(tmp_path))
+    old = pages["records/2026-11-29-ngram-vs-baseline.md"]
+    note = _block(old, '!!! note "Superseded"')
+    assert "](2026-12-01-ngram-vs-baseline.md) (2026-12-01): read that first." in note
+    assert old.index('!!! note "Superseded"') < old.index("## Context")  # near the top
+    # its title in lists (the tags page) says so: the record that replaced it has the same one
+    title = "n-gram speculative decoding vs baseline on SmolLM2-135M (vLLM, CPU)"
+    assert f'title: "{title} (superseded)"\n' in old
+    new = pages["records/2026-12-01-ngram-vs-baseline.md"]
+    assert f'title: "{title}"\n' in new and "Superseded" not in new
+    assert "× 1 round |" in old and not [p for p, md in pages.items() if " 1 rounds" in md]

@@ -81,10 +81,13 @@ class Related:
     more: int = 0  # replications not listed
     contradictions: tuple[Contradiction, ...] = ()
     stale: Stale | None = None
+    superseded_by: tuple[Card, ...] = ()  # the records that list it under `supersedes`
 
     @functools.cached_property
     def key(self) -> str:
         parts = [
+            str(len(self.superseded_by)),
+            *[c.digest for c in self.superseded_by],
             self.label,
             str(len(self.others)),
             *[c.digest for c in self.others],
@@ -109,6 +112,7 @@ class Evidence:
     questions: dict[str, Question]
     contradictions: tuple[Contradiction, ...] = ()
     stale: dict[str, Stale] = field(default_factory=dict)  # by record id
+    superseders: dict[str, tuple[Card, ...]] = field(default_factory=dict)  # by superseded id
 
     def related(self, record_id: str) -> Related:
         """What `record_id`'s page shows: its replications, contradictions, staleness."""
@@ -126,7 +130,7 @@ class Evidence:
     def _by_record(self) -> dict[str, Related]:
         by_record = {}
         for question in self.questions.values():
-            if len(question.cards) < 2:
+            if len(question.cards) < 2 and question.cards[0].id not in self.superseders:
                 continue
             newest = tuple(reversed(question.cards))[: MAX_LISTED + 1]  # enough for any of them
             for card in question.cards:
@@ -137,7 +141,10 @@ class Evidence:
                     len(question.cards) - 1 - len(others),
                     tuple(self._involving.get(card.id, ())),
                     self.stale.get(card.id),
+                    self.superseders.get(card.id, ()),
                 )
+        for old, newer in self.superseders.items():  # one that answers no question
+            by_record.setdefault(old, Related("", superseded_by=newer))
         return by_record
 
 
@@ -159,7 +166,13 @@ def evidence(cards: Iterable[Card]) -> Evidence:
         now = [c for c in question.cards if c.id in standing]
         found += _contradictions(question.key, now)
         stale.update(_stale(now))
-    return Evidence(questions, tuple(found), stale)
+    superseders: dict[str, list[Card]] = {}
+    for card in cards:  # oldest first
+        for old in card.supersedes:
+            superseders.setdefault(old, []).append(card)
+    return Evidence(
+        questions, tuple(found), stale, {old: tuple(new) for old, new in superseders.items()}
+    )
 
 
 def _labels(newest: dict[str, Card]) -> dict[str, str]:
