@@ -20,6 +20,7 @@ from tests.support.imports import (
     CHAT_NGRAM,
     NGRAM,
     SPEC,
+    SPEC_OF,
     chat_lines,
     suite_file,
 )
@@ -108,7 +109,7 @@ def test_a_chat_import_with_its_prompt_file(
     """The issue's case: per-token ITL for the baseline, no false multi-token note, and the
     prompt file's classes, matched by position."""
     records = tmp_path / "records"
-    spec = SPEC
+    spec = SPEC_OF[base]
     args = ["record", "--from", "vllm-bench", f"baseline={base}", f"ngram={ngram}"]
     result = CliRunner().invoke(
         cli, [*args, "--spec", str(spec), "--records", str(records), "--prompts", str(prompts)]
@@ -147,7 +148,7 @@ def test_prompts_on_the_command_line(
     tmp_path: Path, extra: list[str], code: int, message: str
 ) -> None:
     suite = suite_file(tmp_path, chat_lines()[:8])
-    spec = SPEC
+    spec = SPEC_OF[CHAT_BASE]
     pairs = [f"baseline={CHAT_BASE}", f"ngram={CHAT_NGRAM}"]
     args = ["--from", "vllm-bench", *pairs] if not extra else [str(tmp_path / "r.yaml")]
     options = ["--prompts", str(suite), "--spec", str(spec), "--records", str(tmp_path / "records")]
