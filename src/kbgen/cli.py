@@ -343,7 +343,9 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     "--spec",
     "spec_path",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="With --from: the experiment spec whose hypothesis, title and tasks the record takes.",
+    help="With --from: the experiment spec the files ran. The record takes its hypothesis, "
+    "title and tasks, its variants' settings, server arguments and hardware, and the workload "
+    "settings the files do not keep; one the files contradict is a mismatch.",
 )
 @click.option(
     "--prompts",

@@ -61,6 +61,12 @@ def test_the_demo_spec_loads() -> None:
             "variants.ngram.speculative_config.num_speculative_tokens",
             "valid integer",
         ),
+        (
+            "baseline: baseline",
+            "hardware: {accelerator: NVIDIA H200, host: lab-1}\nbaseline: baseline",
+            "hardware.host",
+            "the machine's label is host_label",
+        ),
     ],
     ids=[
         "launcher",
@@ -72,6 +78,7 @@ def test_the_demo_spec_loads() -> None:
         "client-processes-word",
         "usage",
         "spec-tokens",
+        "hardware-host",
     ],
 )
 def test_spec_mistakes_are_located(

@@ -371,7 +371,10 @@ def _dataset(spec: GuideLLMSpec) -> str | None:
         if not isinstance(source, dict):
             return None
         settings = {
-            k: v for k, v in sorted(source.items()) if k not in ("kind", "load_kwargs") and v
+            # a file by its name: no machine's absolute path on a published record
+            k: Path(v).name if k == "path" and isinstance(v, str) else v
+            for k, v in sorted(source.items())
+            if k not in ("kind", "load_kwargs") and v
         }
         words = ", ".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in settings.items())
         parts.append(
