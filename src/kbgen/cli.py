@@ -343,9 +343,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     "--spec",
     "spec_path",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="With --from: the experiment spec the files ran. The record takes its hypothesis, "
-    "title and tasks, its variants' settings, server arguments and hardware, and the workload "
-    "settings the files do not keep; one the files contradict is a mismatch.",
+    help="With --from: the spec the files ran (hypothesis, variants' settings, hardware, …).",
 )
 @click.option(
     "--prompts",

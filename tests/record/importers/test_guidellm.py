@@ -262,3 +262,10 @@ def test_guidellm_s_data_file_is_named_without_the_machine_s_path(tmp_path: Path
     path = changed(GL_BASE, tmp_path / "g.json", set_at("config.spec.data", data))
     found = guidellm.read(path, "baseline")
     assert found.dataset == 'GuideLLM json_file (path="prompts.jsonl"), seed 42'
+
+
+@pytest.mark.parametrize("rate", [0.0, -2.0])
+def test_a_rate_that_is_no_rate_is_not_said(tmp_path: Path, rate: float) -> None:
+    strategy = {"type_": "poisson", "rate": rate}
+    path = changed(GL_BASE, tmp_path / "g.json", set_at("benchmarks.0.config.strategy", strategy))
+    assert "request_rate" not in guidellm.read(path, "baseline").said

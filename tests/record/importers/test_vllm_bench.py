@@ -286,6 +286,7 @@ def test_tokens_per_engine_step_of_an_import_from_the_tools_token_total() -> Non
             "spec_decode_per_position_acceptance_rates[0]",
             "less than or equal to 1",
         ),
+        (set_at("max_concurrency", 0), "max_concurrency", "greater than or equal to 1"),
     ],
     ids=[
         "ttft-string",
@@ -305,6 +306,7 @@ def test_tokens_per_engine_step_of_an_import_from_the_tools_token_total() -> Non
         "lengths-past-the-total",
         "accepted-past-drafted",
         "rate-above-one",
+        "no-concurrency",
     ],
 )
 def test_a_bad_vllm_bench_value_is_located(

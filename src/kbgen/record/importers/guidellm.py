@@ -304,7 +304,7 @@ def _schedule(strategy: GuideLLMStrategy) -> dict[str, Any]:
         return {"concurrency": strategy.streams, "request_rate": "inf"}
     if kind == "throughput":
         return {"concurrency": None, "request_rate": "inf"}
-    if kind in ("constant", "poisson") and strategy.rate:
+    if kind in ("constant", "poisson") and strategy.rate is not None and strategy.rate > 0:
         return {"concurrency": None, "request_rate": strategy.rate}
     return {}
 

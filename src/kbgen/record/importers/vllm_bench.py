@@ -71,7 +71,7 @@ class VllmBenchResult(Format):
     completed: Count
     failed: Count | None = None
     num_prompts: Count | None = None
-    max_concurrency: Count | None = None  # None: not bounded (no --max-concurrency)
+    max_concurrency: Annotated[Count, Field(ge=1)] | None = None  # None: no bound
     request_rate: Finite | str | None = None  # "inf" for as fast as possible
     burstiness: Finite | None = None
     total_input_tokens: Count | None = None
