@@ -243,3 +243,16 @@ def test_two_imports_without_a_spec_are_no_question_however_alike() -> None:
 def test_every_unknowable_field_is_one_the_question_reads() -> None:
     read = {path for part in questions.ASKED for path in part.reads}
     assert read == set(get_args(Unknowable))
+
+
+def test_what_is_unknown_is_not_written_as_an_empty_value() -> None:
+    found = [vllm_bench.read(BASE, "baseline"), vllm_bench.read(NGRAM, "ngram")]
+    record, _ = compose.from_imports(found, "x", "X", FASTER)
+    written = record.model_dump(exclude_unset=True)
+    assert "server_args" not in written["config"] and "server_env" not in written["config"]
+    assert written["unknown"][:4] == [
+        "config.hardware",
+        "config.server_args",
+        "config.server_env",
+        "config.variants",
+    ]

@@ -114,7 +114,8 @@ def setup_of(
         engine=Engine(name=engine),
         model=ModelInfo(name=model),
         hardware=hardware,
-        server_args=list(getattr(spec.server, "args", [])) if spec else [],
+        # unset without a spec (and `unknown`): a record shows what it sets
+        **({"server_args": list(getattr(spec.server, "args", []))} if spec else {}),
         **_known(server_env=dict(getattr(spec.server, "env", {})) or None if spec else None),
         baseline=order[0],
         variants={name: recorded(spec.variants[name]) if spec else Variant() for name in order},
