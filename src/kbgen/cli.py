@@ -339,7 +339,7 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     "--spec",
     "spec_path",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="With --from: the experiment spec whose hypothesis, title and tasks the record takes.",
+    help="With --from: the spec the files ran (hypothesis, variants' settings, hardware, …).",
 )
 @click.option(
     "--prompts",

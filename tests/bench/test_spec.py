@@ -67,6 +67,12 @@ def test_the_demo_spec_loads() -> None:
             "hypothesis.minimum_effect",
             "50 is out of range: the minimum effect is from 0 to 10 (a fraction: 0.05 = 5%)",
         ),
+        (
+            "baseline: baseline",
+            "hardware: {accelerator: NVIDIA H200, host: lab-1}\nbaseline: baseline",
+            "hardware.host",
+            "the machine's label is host_label",
+        ),
     ],
     ids=[
         "launcher",
@@ -79,6 +85,7 @@ def test_the_demo_spec_loads() -> None:
         "usage",
         "spec-tokens",
         "minimum-effect",
+        "hardware-host",
     ],
 )
 def test_spec_mistakes_are_located(

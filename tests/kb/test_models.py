@@ -439,3 +439,53 @@ def test_what_limits_a_verdict_is_grouped_by_class(
     changes: dict[str, Any], limits: list[tuple[str | None, list[str]]]
 ) -> None:
     assert _verdict(**changes).limits() == limits
+
+
+UNKNOWN_WORKLOAD = {"prompt_suite": "unknown", "classes": ["all"]}
+
+
+@pytest.mark.parametrize(
+    ("changes", "unknown"),
+    [
+        ({"config": {**_record()["config"], "hardware": {}}}, ["config.hardware"]),
+        ({"workload": UNKNOWN_WORKLOAD}, ["workload.prompt_suite", "workload.temperature"]),
+        ({"config": {**_record()["config"], "engine": {"name": "unknown"}}}, ["config.engine"]),
+        ({}, ["config.server_args", "config.server_env"]),  # unset: empty
+    ],
+    ids=["hardware", "workload", "engine", "unset-lists"],
+)
+def test_a_field_left_empty_may_be_unknown(changes: dict[str, Any], unknown: list[str]) -> None:
+    assert Record.model_validate(_record(**changes, unknown=unknown)).unknown == unknown
+
+
+@pytest.mark.parametrize(
+    ("changes", "unknown", "message"),
+    [
+        ({}, ["config.hardware"], "config.hardware is set: a field that is known is not unknown"),
+        (
+            {"workload": {**UNKNOWN_WORKLOAD, "temperature": 0.0}},
+            ["workload.temperature"],
+            "workload.temperature is set",
+        ),
+        ({}, ["config.model"], "config.model is set"),  # a name that is not `unknown`
+        ({}, ["workload.concurrency"], "the record has no workload"),
+        (
+            {"config": {**_record()["config"], "hardware": {}}},
+            ["config.hardware", "config.hardware"],
+            "'config.hardware' appears twice",
+        ),
+    ],
+    ids=["hardware-set", "temperature-set", "model-named", "no-workload", "twice"],
+)
+def test_a_known_field_is_not_unknown(
+    changes: dict[str, Any], unknown: list[str], message: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        Record.model_validate(_record(**changes, unknown=unknown))
+    [error] = info.value.errors()
+    assert error["loc"][0] == "unknown" and message in error["msg"]
+
+
+def test_only_the_setup_a_question_reads_may_be_unknown() -> None:
+    with pytest.raises(ValidationError, match=r"unknown\.0"):
+        Record.model_validate(_record(unknown=["config.hardware.cpu"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kbgen.kb import replications
 from kbgen.kb.cards import Card
-from kbgen.kb.models import Record
+from kbgen.kb.models import Record, Unknowable
 from kbgen.kb.replications import MAX_LISTED, evidence
 from tests.conftest import RECORD
 from tests.support.properties import SETTINGS
@@ -73,6 +73,7 @@ DIFFERENT_QUESTION = {
     "direction": {"hypothesis__direction": "decrease"},
     "minimum effect": {"hypothesis__minimum_effect": 0.1},
     "concurrency": {"workload": {"prompt_suite": "s", "classes": ["coding"], "concurrency": 32}},
+    "request rate": {"workload": {"prompt_suite": "s", "classes": ["coding"], "request_rate": 8.0}},
 }
 # each is how carefully or where it was measured, not what was asked
 SAME_QUESTION = {
@@ -111,6 +112,58 @@ def test_the_arms_names_are_not_part_of_the_question() -> None:
     data["spec_decode"] = {"spec": data["spec_decode"]["ngram"]}
     data["verdict"]["variant"] = "spec"
     assert Card.of(Record.model_validate(data)).question == card("a").question
+
+
+def test_a_measured_record_started_its_requests_as_fast_as_its_concurrency_let_it() -> None:
+    """kbgen bench says no rate: the same question as an import at `request_rate: inf`."""
+    workload = {"prompt_suite": "s", "classes": ["coding"]}
+    measured = card("a", workload=workload)
+    imported = card("b", workload={**workload, "request_rate": "inf"})
+    assert measured.question == imported.question
+    assert card("c", workload={**workload, "request_rate": 8.0}).question != measured.question
+
+
+WORKLOAD = {"prompt_suite": "s", "classes": ["coding"]}
+# each field a record may say it does not know, and the record with it left empty
+UNKNOWN_SETUP: dict[str, dict[str, Any]] = {
+    "config.engine": {"config__engine": {"name": "unknown"}},
+    "config.model": {"config__model": {"name": "unknown"}},
+    "config.hardware": {"config__hardware": {}},
+    "config.server_args": {},
+    "config.server_env": {},
+    "config.variants": {"config__variants": {"baseline": {}, "ngram": {}}},
+    "workload.prompt_suite": {"workload": {**WORKLOAD, "prompt_suite": "unknown"}},
+    **{
+        f"workload.{name}": {"workload": WORKLOAD}
+        for name in (
+            "concurrency",
+            "request_rate",
+            "max_tokens",
+            "temperature",
+            "api",
+            "ignore_eos",
+            "usage",
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("path", get_args(Unknowable))
+def test_two_records_that_lack_the_same_field_are_not_one_question(path: str) -> None:
+    """Alike in everything they say, and disagreeing: without the field marked unknown they
+    are one question and contradict each other; marked, neither answers a question."""
+    older, newer = verdict("refuted", -0.3, -0.2), verdict("supported", 0.06, 0.12)
+    alike = [card("a", verdict=older, **UNKNOWN_SETUP[path])]
+    alike.append(card("b", "2026-11-05", verdict=newer, **UNKNOWN_SETUP[path]))
+    assert alike[0].question == alike[1].question and evidence(alike).contradictions
+    unknown = [
+        card(rid, day, verdict=said, unknown=[path], **UNKNOWN_SETUP[path])
+        for rid, day, said in (("a", "2026-11-01", older), ("b", "2026-11-05", newer))
+    ]
+    assert [c.question for c in unknown] == [None, None]
+    found = evidence(unknown)
+    assert found.questions == {} and found.contradictions == ()
+    assert found.related("a").others == ()
 
 
 def test_a_record_without_a_setup_answers_no_question() -> None:

@@ -19,7 +19,9 @@ from tests.support.imports import (
     CHAT_BASE,
     CHAT_NGRAM,
     NGRAM,
+    PROMPTS,
     SPEC,
+    SPEC_OF,
     chat_lines,
     suite_file,
 )
@@ -108,7 +110,7 @@ def test_a_chat_import_with_its_prompt_file(
     """The issue's case: per-token ITL for the baseline, no false multi-token note, and the
     prompt file's classes, matched by position."""
     records = tmp_path / "records"
-    spec = SPEC
+    spec = SPEC_OF[base]
     args = ["record", "--from", "vllm-bench", f"baseline={base}", f"ngram={ngram}"]
     result = CliRunner().invoke(
         cli, [*args, "--spec", str(spec), "--records", str(records), "--prompts", str(prompts)]
@@ -147,7 +149,7 @@ def test_prompts_on_the_command_line(
     tmp_path: Path, extra: list[str], code: int, message: str
 ) -> None:
     suite = suite_file(tmp_path, chat_lines()[:8])
-    spec = SPEC
+    spec = SPEC_OF[CHAT_BASE]
     pairs = [f"baseline={CHAT_BASE}", f"ngram={CHAT_NGRAM}"]
     args = ["--from", "vllm-bench", *pairs] if not extra else [str(tmp_path / "r.yaml")]
     options = ["--prompts", str(suite), "--spec", str(spec), "--records", str(tmp_path / "records")]
@@ -156,3 +158,48 @@ def test_prompts_on_the_command_line(
     first, *rest = result.stderr.splitlines()  # the problem on one line, then their count
     assert message in first and rest == (["1 problem in 1 file(s)"] if code == 1 else [])
     assert "Traceback" not in result.output and not (tmp_path / "records").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (SPEC, "error: the spec's variant(s) ngram have no result file: give ngram=FILE\n"),
+        (None, "error: only baseline=FILE: an import compares two variants, the baseline first"),
+    ],
+    ids=["with-spec", "without-spec"],
+)
+def test_one_result_file_is_a_missing_variant(
+    tmp_path: Path, spec: Path | None, message: str
+) -> None:
+    """Not a word about the hypothesis: the variant is what is missing, said before any file
+    is read."""
+    options = ["--spec", str(spec)] if spec else []
+    result = CliRunner().invoke(
+        cli,
+        ["record", "--from", "vllm-bench", f"baseline={tmp_path / 'absent.json'}", *options],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and "hypothesis" not in result.stderr
+
+
+def test_a_planned_record_filled_from_an_import_takes_the_spec_s_setup(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    planned = records / "2026-11-29-planned.yaml"
+    planned.write_text(
+        "schema_version: 1\nid: 2026-11-29-planned\ntitle: Planned\nstatus: planned\n"
+        "created: 2026-11-29\nhypothesis:\n  statement: faster\n  primary_metric: decode_tok_s\n"
+        "  direction: increase\n  minimum_effect: 0.05\nconfig:\n  engine: {name: vllm}\n"
+        "  model: {name: tiny}\n  hardware: {}\n  baseline: baseline\n"
+        "  variants: {baseline: {}, ngram: {}}\nunknown: [config.hardware]\n"
+    )
+    args = ["record", "--from", "vllm-bench", f"baseline={CHAT_BASE}", f"ngram={CHAT_NGRAM}"]
+    options = ["--into", str(planned), "--spec", str(SPEC_OF[CHAT_BASE]), "--prompts", str(PROMPTS)]
+    result = CliRunner().invoke(cli, [*args, *options])
+    assert result.exit_code == 0, result.output
+    saved = load_file(planned)
+    assert isinstance(saved, Record) and saved.config is not None
+    assert saved.title == "Planned"  # the planned record's own
+    assert saved.config.variants["ngram"].speculative_config is not None  # the spec's
+    assert saved.config.hardware.cpu is not None
+    assert saved.unknown == []  # the composed record knows it all: the author's list is gone

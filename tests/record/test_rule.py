@@ -209,9 +209,20 @@ def test_the_guards_a_written_record_lists_are_the_rule_s() -> None:
     assert data["verdict"]["guards"] == [g.text(hypothesis, unit) for g in GUARDS]
 
 
-def test_a_summary_only_rule_states_no_guard() -> None:
-    text = rule.rule_text(FASTER, None, summary_only=True)
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_summary_only_rule_states_no_guard(allowed: bool) -> None:
+    text = rule.summary_rule_text(FASTER, allowed)
     assert not any(g.text(FASTER, "prompt") in text for g in GUARDS)
+
+
+def test_a_summary_only_rule_says_whether_it_was_allowed() -> None:
+    """Only a verdict asked for with --allow-summary-only says it was allowed and how it
+    decides; one that was not says every class is left inconclusive."""
+    allowed, held = rule.summary_rule_text(FASTER, True), rule.summary_rule_text(FASTER, False)
+    assert "allowed explicitly with --allow-summary-only" in allowed
+    assert "Supported: the reported change lies above +5%" in allowed
+    assert "allowed explicitly" not in held and "Supported:" not in held
+    assert "was not allowed (--allow-summary-only), so every class is inconclusive" in held
 
 
 @SETTINGS
@@ -350,8 +361,9 @@ def test_no_interval_is_inconclusive_and_says_why() -> None:
 def test_the_rule_states_the_minimum_as_a_change_in_the_hypothesised_direction(
     direction: str, m: float, stated: str
 ) -> None:
-    for unit in (*UNITS, None):
+    for unit in UNITS:
         assert f"lies {stated}" in rule.rule_text(hypothesis_(direction, m), unit)
+    assert f"lies {stated}" in rule.summary_rule_text(hypothesis_(direction, m), True)
 
 
 def interval(low: float | None, high: float | None) -> Effect:

@@ -31,7 +31,7 @@ from kbgen.record import command, compose
 from kbgen.record.write import write
 from tests.conftest import PLAN
 from tests.support.golden import assert_golden, golden_path
-from tests.support.imports import BASE, NGRAM, summary_only
+from tests.support.imports import BASE, NGRAM, SPEC, summary_only
 from tests.support.records import load_record
 from tests.support.runs import make_run
 
@@ -129,10 +129,10 @@ def test_a_filled_in_record_keeps_its_own_order(tmp_path: Path, records: Path) -
 
 
 def test_an_imported_record_is_written_in_the_model_s_order(tmp_path: Path) -> None:
+    """With the spec of the experiment the files ran: its variants' settings, server arguments
+    and hardware, the files' concurrency, rate, endpoint and token counts."""
     spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        (Path(__file__).parents[2] / "bench/experiments/ngram-vs-baseline.yaml").read_text()
-    )
+    spec.write_text(SPEC.read_text())
     pairs = [f"baseline={FIXTURES / 'vllm-bench-baseline.json'}"]
     pairs.append(f"ngram={FIXTURES / 'vllm-bench-ngram.json'}")
     path = command.record_import("vllm-bench", pairs, tmp_path, None, spec)

@@ -16,10 +16,13 @@ from kbgen.kb.models import Hypothesis
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "imports"
-SPEC = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"
+# the specs of the experiments the vllm bench pairs ran (the random completions, the chat one)
+SPEC = FIXTURES / "vllm-bench-spec.yaml"
+CHAT_SPEC = FIXTURES / "vllm-bench-chat-spec.yaml"
 BASE, NGRAM = FIXTURES / "vllm-bench-baseline.json", FIXTURES / "vllm-bench-ngram.json"
 CHAT_BASE = FIXTURES / "vllm-bench-chat-baseline.json"
 CHAT_NGRAM = FIXTURES / "vllm-bench-chat-ngram.json"
+H200_BASE = FIXTURES / "h200-vllm-bench-chat-baseline.json"
 GL_BASE = FIXTURES / "guidellm-baseline.json"
 GL_NGRAM = FIXTURES / "guidellm-ngram.json"
 PROMPTS = FIXTURES / "prompts.jsonl"  # the prompt file the chat runs sent
@@ -29,12 +32,14 @@ PROMPTS = FIXTURES / "prompts.jsonl"  # the prompt file the chat runs sent
 BY_POSITION = [
     pytest.param(CHAT_BASE, CHAT_NGRAM, PROMPTS, id="cpu-tiny-chat"),
     pytest.param(
-        FIXTURES / "h200-vllm-bench-chat-baseline.json",
+        H200_BASE,
         FIXTURES / "h200-vllm-bench-chat-ngram.json",
         FIXTURES / "h200-prompts.jsonl",
         id="h200-smollm2-chat",
     ),
 ]
+# The spec of the experiment each row of BY_POSITION ran, by its baseline's file
+SPEC_OF = {CHAT_BASE: CHAT_SPEC, H200_BASE: REPO / "bench" / "gpu" / "agreement-h200-c1.yaml"}
 FASTER = Hypothesis(
     statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
 )

@@ -20,6 +20,7 @@ from kbgen.errors import InvalidInput
 from kbgen.kb import documents
 from kbgen.kb.models import (
     Api,
+    Hardware,
     Hypothesis,
     Model,
     Slug,
@@ -237,12 +238,28 @@ class ExperimentSpec(Model):
         "that looks like a secret is masked.",
         examples=["lab-h200-1"],
     )
+    hardware: Hardware | None = Field(
+        default=None,
+        description="The hardware the server runs on, for a record imported from another tool's "
+        "results with this spec (`kbgen record --from … --spec`): its file does not say. "
+        "`kbgen bench` records what it finds instead. The machine's label is `host_label`.",
+        examples=[{"accelerator": "NVIDIA H200", "count": 1, "accelerator_memory_gib": 140.4}],
+    )
 
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> ExperimentSpec:
+        errors: list[tuple[tuple[str | int, ...], str]] = []
         if self.baseline not in self.variants:
-            fail_at("ExperimentSpec", [(("baseline",), f"{self.baseline!r} is not a variant")])
+            errors.append((("baseline",), f"{self.baseline!r} is not a variant"))
+        if self.hardware is not None and self.hardware.host is not None:
+            errors.append((("hardware", "host"), "the machine's label is host_label"))
+        fail_at("ExperimentSpec", errors)
         return self
+
+
+def recorded(variant: Variant) -> Variant:
+    """A spec's variant as a record keeps it: what it sets (secrets are masked on writing)."""
+    return Variant.model_validate(variant.model_dump(exclude_none=True, exclude_defaults=True))
 
 
 def server_args(variant: Variant) -> list[str]:

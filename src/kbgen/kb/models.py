@@ -138,6 +138,41 @@ def baseline_first(baseline: str, variants: Iterable[str]) -> list[str]:
     return [baseline, *(name for name in variants if name != baseline)]
 
 
+# What a record's setup may leave unknown (`Record.unknown`): the fields the question it answers
+# reads (`kb.questions.ASKED`), by their dotted path. A required text left unknown says UNKNOWN.
+Unknowable = Literal[
+    "config.engine",
+    "config.model",
+    "config.hardware",
+    "config.server_args",
+    "config.server_env",
+    "config.variants",
+    "workload.prompt_suite",
+    "workload.concurrency",
+    "workload.request_rate",
+    "workload.max_tokens",
+    "workload.temperature",
+    "workload.api",
+    "workload.ignore_eos",
+    "workload.usage",
+]
+UNKNOWN = "unknown"
+
+
+def _empty(value: Any) -> bool:
+    """Whether a field holds nothing a reader could take for a value: None, `unknown`, an empty
+    list or mapping, or a model (a mapping of models) whose every field is empty."""
+    if value is None or value in ("", UNKNOWN):
+        return True
+    if isinstance(value, BaseModel):
+        return all(_empty(getattr(value, name)) for name in type(value).model_fields)
+    if isinstance(value, dict):
+        return all(_empty(v) for v in value.values())
+    if isinstance(value, list):
+        return not value
+    return False
+
+
 class Model(BaseModel):
     """Base of every kbgen model: unknown keys are errors, and nothing is coerced silently."""
 
@@ -558,6 +593,22 @@ class Config(Model):
         return self
 
 
+RequestRate = Annotated[Finite, Field(gt=0)] | Literal["inf"]
+
+
+class TokenCounts(Model):
+    """Tokens per request over a set of requests, as the client counted them."""
+
+    n: Count = Field(description="Requests counted.")
+    mean: NonNegative = Field(description="Mean tokens per request.")
+    min: Count | None = Field(
+        default=None, description="Fewest tokens of a request (None: only a total was reported)."
+    )
+    max: Count | None = Field(
+        default=None, description="Most tokens of a request (None: only a total was reported)."
+    )
+
+
 class Workload(Model):
     """What was sent to the server."""
 
@@ -581,12 +632,28 @@ class Workload(Model):
         default=None, ge=1, description="Times each prompt was sent to each arm within a round."
     )
     concurrency: Int | None = Field(default=None, ge=1, description="Requests in flight.")
+    request_rate: RequestRate | None = Field(
+        default=None,
+        description="Requests started per second: `inf`, each as soon as `concurrency` lets it "
+        "start, as `kbgen bench` sends them (None: not recorded; a measured record's is `inf`).",
+        examples=["inf", 8.0],
+    )
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
     usage: UsageMode | None = Field(
         default=None,
-        description="How kbgen asked the server for token counts: `continuous` on every chunk, "
-        "`final` at the end of each stream only (None: not recorded; runs before this field "
-        "asked on every chunk).",
+        description="How the client asked the server for token counts: `continuous` on every "
+        "chunk, `final` at the end of each stream only (None: not recorded; kbgen's runs before "
+        "this field asked on every chunk).",
+    )
+    input_tokens: TokenCounts | None = Field(
+        default=None,
+        description="Prompt tokens per request, as the client counted them over every arm's "
+        "successful requests (an import's; a measured record's prompts are its suite's).",
+    )
+    output_tokens: TokenCounts | None = Field(
+        default=None,
+        description="Output tokens per request, as the client counted them over every arm's "
+        "successful requests (an import's).",
     )
     rounds: Int | None = Field(
         default=None,
@@ -958,6 +1025,14 @@ class Record(Model):
     )
     config: Config | None = Field(default=None, description="Engine, model, hardware, variants.")
     workload: Workload | None = Field(default=None, description="What was sent to the server.")
+    unknown: list[Unknowable] = Field(
+        default_factory=list,
+        description="The parts of the setup its source did not say (an import: neither the "
+        "tool's file nor the spec given with it), left empty or `unknown` in the record: "
+        "unknown, not unset, so a record with one answers no question (two records that both "
+        "lack a field may differ in it).",
+        examples=[["config.hardware", "workload.temperature"]],
+    )
     measurements: Measurements = Field(
         default_factory=dict, description="variant → prompt class → metric → summary."
     )
@@ -997,6 +1072,16 @@ class Record(Model):
                     errors.append(((name,), "required when status is concluded"))
         if self.concluded is not None and self.concluded < self.created:
             errors.append((("concluded",), f"{self.concluded} is before created ({self.created})"))
+        errors += repeats_of("unknown", self.unknown)
+        for i, path in enumerate(self.unknown):
+            part, name = path.split(".")
+            section = getattr(self, part)
+            if section is None:
+                errors.append((("unknown", i), f"the record has no {part}"))
+            elif not _empty(getattr(section, name)):
+                errors.append(
+                    (("unknown", i), f"{path} is set: a field that is known is not unknown")
+                )
         for i, other in enumerate(self.supersedes):
             if other == self.id:
                 errors.append((("supersedes", i), "a record cannot supersede itself"))

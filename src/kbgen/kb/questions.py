@@ -23,11 +23,12 @@ from kbgen.kb.models import (
     Model,
     ModelInfo,
     Record,
+    Unknowable,
     Variant,
     Workload,
 )
 
-RULE = 4  # of `question_of`: cached cards, which keep its key and facets, are keyed by it
+RULE = 5  # of `question_of`: cached cards, which keep its key and facets, are keyed by it
 
 Facets = tuple[tuple[str, str], ...]  # (what, its value in words), as `question_of` gives them
 SETTINGS = "settings"  # the facet of the common server arguments and `VLLM_*` variables
@@ -56,21 +57,40 @@ class Part:
     fields: tuple[str, ...]  # those fields, as the rule lists them
     note: str  # the rule's words beyond the fields: what it leaves out, and why (Markdown)
     value: Callable[[Asked], Any]  # JSON-able
+    reads: tuple[Unknowable, ...] = ()  # the record's fields it reads that may be unknown
 
 
 HYPOTHESIS = ("primary_metric", "direction", "minimum_effect")
 MODEL = ("name", "quantization")
 HARDWARE = tuple(name for name in Hardware.model_fields if name != "host")
-WORKLOAD = ("prompt_suite", "concurrency", "max_tokens", "temperature", "api", "ignore_eos")
+WORKLOAD = (
+    "prompt_suite",
+    "concurrency",
+    "request_rate",
+    "max_tokens",
+    "temperature",
+    "api",
+    "ignore_eos",
+)
 NOT_ASKED = tuple(name for name in Workload.model_fields if name not in {*WORKLOAD, "usage"})
+
+
+def _measured(record: Record) -> bool:
+    return record.provenance is not None and record.provenance.source == "measured"
 
 
 def _usage(record: Record) -> str | None:
     """How a record's client asked for token counts; kbgen's runs from before the field was
     kept asked on every chunk."""
-    measured = record.provenance is not None and record.provenance.source == "measured"
     usage = record.workload.usage if record.workload else None
-    return usage or ("continuous" if measured else None)
+    return usage or ("continuous" if _measured(record) else None)
+
+
+def _request_rate(record: Record) -> float | str | None:
+    """How fast a record's client started requests; `kbgen bench` starts each as soon as its
+    concurrency lets it, and says no rate."""
+    rate = record.workload.request_rate if record.workload else None
+    return rate if rate is not None else ("inf" if _measured(record) else None)
 
 
 def _vllm_env(config: Config) -> dict[str, str]:
@@ -81,7 +101,8 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
     workload = asked.record.workload
     if workload is None:
         return None
-    return workload.model_dump(mode="json", include=set(WORKLOAD)) | {"usage": _usage(asked.record)}
+    asked_for = workload.model_dump(mode="json", include=set(WORKLOAD))
+    return asked_for | {"request_rate": _request_rate(asked.record), "usage": _usage(asked.record)}
 
 
 ASKED: tuple[Part, ...] = (
@@ -100,6 +121,7 @@ ASKED: tuple[Part, ...] = (
         ("name",),
         "not its version: an older version is *stale* evidence, not another question",
         lambda a: a.config.engine.name,
+        ("config.engine",),
     ),
     Part(
         "model",
@@ -108,6 +130,7 @@ ASKED: tuple[Part, ...] = (
         MODEL,
         "",
         lambda a: a.config.model.model_dump(mode="json", include=set(MODEL)),
+        ("config.model",),
     ),
     Part(
         "hardware",
@@ -116,6 +139,7 @@ ASKED: tuple[Part, ...] = (
         HARDWARE,
         "not the host's name",
         lambda a: a.config.hardware.model_dump(mode="json", include=set(HARDWARE)),
+        ("config.hardware",),
     ),
     Part(
         "server_args",
@@ -124,6 +148,7 @@ ASKED: tuple[Part, ...] = (
         ("server_args",),
         "",
         lambda a: a.config.server_args,
+        ("config.server_args",),
     ),
     Part(
         "vllm_env",
@@ -132,6 +157,7 @@ ASKED: tuple[Part, ...] = (
         ("server_env",),
         "only its `VLLM_*` variables: vLLM's settings, not paths and other plumbing",
         lambda a: _vllm_env(a.config),
+        ("config.server_env",),
     ),
     Part(
         "arms",
@@ -143,6 +169,7 @@ ASKED: tuple[Part, ...] = (
             a.config.variants[name].model_dump(mode="json", exclude_none=True)
             for name in (a.config.baseline, a.variant)
         ],
+        ("config.variants",),
     ),
     Part(
         "workload",
@@ -150,8 +177,19 @@ ASKED: tuple[Part, ...] = (
         Workload,
         (*WORKLOAD, "usage"),
         "asking for `usage` on every chunk costs the server a few per cent; a measured record "
-        "that does not say asked on every chunk",
+        "that does not say asked on every chunk, and started each request as soon as its "
+        "concurrency let it (`request_rate: inf`)",
         _workload,
+        (
+            "workload.prompt_suite",
+            "workload.concurrency",
+            "workload.request_rate",
+            "workload.max_tokens",
+            "workload.temperature",
+            "workload.api",
+            "workload.ignore_eos",
+            "workload.usage",
+        ),
     ),
 )
 
@@ -171,10 +209,13 @@ def rule() -> str:
         "",
         _wrapped(
             f"Not part of it: the workload's {_names(NOT_ASKED)} (seeds, warm-up, repeats and "
-            "rounds say how carefully it was measured, not what was asked), and the experiment's "
-            "id (a spec edited between two runs asks another question under the same name). A "
-            "record without a configuration, or with more than one variant and no verdict to say "
-            "which is judged, answers no question."
+            "rounds say how carefully it was measured, token counts what came of it, not what "
+            "was asked), and the experiment's id (a spec edited between two runs asks another "
+            "question under the same name). A record without a configuration, or with more than "
+            "one variant and no verdict to say which is judged, answers no question; so does a "
+            "record that lists one of these under `unknown` (an import whose tool's file and "
+            "spec did not say it): two records that both lack a field may differ in it, so an "
+            "unknown matches nothing."
         ),
     ]
     return "\n".join(lines)
@@ -215,12 +256,18 @@ def question_of(record: Record) -> tuple[str, str, Facets] | None:
     says from them what sets two questions of one label apart) of the question `record` answers
     by `ASKED`; None when it answers none."""
     config, hypothesis, pair = record.config, record.hypothesis, arms(record)
-    if config is None or hypothesis is None or pair is None:
+    if config is None or hypothesis is None or pair is None or unknown_read(record):
         return None
     asked = Asked(record, config, hypothesis, pair[1])
     values = {part.key: part.value(asked) for part in ASKED}
     key = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
     return key, _label(record, pair[1]), _facets(values)
+
+
+def unknown_read(record: Record) -> list[str]:
+    """The fields of `record` that the rule reads and the record says are unknown."""
+    read = {path for part in ASKED for path in part.reads}
+    return [path for path in record.unknown if path in read]
 
 
 def _facets(values: dict[str, Any]) -> Facets:

@@ -60,9 +60,11 @@ def record_import(
     prompts: Path | None = None,
 ) -> Path:
     """Import VARIANT=FILE result files of `tool` into a planned record or a new one; with
-    `prompts`, the requests take their classes from that prompt file."""
+    `prompts`, the requests take their classes from that prompt file; with `spec_path`, the
+    record takes its variants' settings, server arguments and hardware from that spec (and its
+    hypothesis, title and tasks, unless filling `into` a planned record)."""
     importer = imports.IMPORTERS[tool]
-    found = []
+    named = []
     for pair in pairs:
         name, sep, file = pair.partition("=")
         if not sep or not name or not file:
@@ -72,17 +74,20 @@ def record_import(
                 f"{name!r}: a variant name is lower-case letters, digits and inner hyphens "
                 "or underscores"
             )
-        found.append(importer(Path(file), name))
+        named.append((name, Path(file)))
+    spec = load_spec(spec_path) if spec_path is not None else None
+    imports.arms([name for name, _ in named], spec)  # a variant missing: before anything else
+    found = [importer(file, name) for name, file in named]
     suite = imports.classify(found, prompts) if prompts is not None else None
     read = None
+    resolves: list[str] = []
+    tags: list[str] = []
     if into is not None:
         planned, read = documents.load_with_document(into, Record)
         if planned.hypothesis is None:
             raise UsageError(f"{into}: has no hypothesis to decide")
         path, title, hypothesis = into, planned.title, planned.hypothesis
-        resolves, tags = [], []
-    elif spec_path is not None:
-        spec = load_spec(spec_path)
+    elif spec is not None:
         path, title, hypothesis = _new_path(records, spec.id), spec.title, spec.hypothesis
         resolves, tags = list(spec.resolves), list(spec.tags)
     else:
@@ -98,6 +103,7 @@ def record_import(
             resolves=resolves,
             tags=tags,
             suite=suite,
+            spec=spec,
         )
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc

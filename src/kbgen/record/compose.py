@@ -9,13 +9,13 @@ sets is what it shows: fields left unset are not written (`write`).
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
+from kbgen.bench.spec import ExperimentSpec, recorded
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import Mismatch, UsageError
 from kbgen.kb.models import (
@@ -30,7 +30,6 @@ from kbgen.kb.models import (
     RawSamples,
     Record,
     Status,
-    Variant,
     Workload,
     baseline_first,
 )
@@ -54,11 +53,6 @@ def comparability(meta: RunMeta, order: list[str]) -> list[str]:
         if len(set(seen.values())) > 1:
             problems.append(f"{what} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
     return problems
-
-
-def _recorded(variant: Variant) -> Variant:
-    """A spec's variant as a record keeps it: what it sets (secrets are masked on writing)."""
-    return Variant.model_validate(variant.model_dump(exclude_none=True, exclude_defaults=True))
 
 
 def _rounds(rounds: int, seed: int, order: list[tuple[int, str]] | None) -> dict[str, Any]:
@@ -133,7 +127,7 @@ def from_run(
             server_args=list(getattr(spec.server, "args", [])),
             **figures.known(server_env=dict(getattr(spec.server, "env", {})) or None),
             baseline=spec.baseline,
-            variants={name: _recorded(v) for name, v in spec.variants.items()},
+            variants={name: recorded(v) for name, v in spec.variants.items()},
         ),
         workload=Workload(
             prompt_suite=meta.prompt_suite,
@@ -193,38 +187,37 @@ def from_imports(
     resolves: list[str] | None = None,
     tags: list[str] | None = None,
     suite: imports.Suite | None = None,
+    spec: ExperimentSpec | None = None,
 ) -> tuple[Record, Evidence | None]:
-    """The record from imported results, one per variant, the first being the baseline; with
-    the evidence when every variant has per-request samples. Its classes are the `suite`'s
-    (`imports.classify` gave the samples theirs), else the one class `all`."""
-    if len(found) < 2:
-        raise UsageError("an import needs at least two variants: BASELINE=FILE VARIANT=FILE")
-    names = [i.variant for i in found]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise UsageError(f"variant {', '.join(map(repr, twice))} given more than once")
+    """The record from imported results, one per variant (the spec's baseline first, else the
+    first given); with the evidence when every variant has per-request samples. Its classes are
+    the `suite`'s (`imports.classify` gave the samples theirs), else the one class `all`; its
+    setup is the files' and the `spec`'s (`imports.setup_of`), and what neither says is unknown."""
+    order = imports.arms([i.variant for i in found], spec)
+    found = sorted(found, key=lambda i: order.index(i.variant))
     differences = []
     seen: dict[str, Any] = {i.variant: i.model for i in found}
     if len(set(seen.values())) > 1:
         differences.append("model differs: " + ", ".join(f"{v}={x}" for v, x in seen.items()))
-    for name in sorted({k for i in found for k in i.workload}):
-        seen = {i.variant: i.workload.get(name) for i in found}
+    for name in sorted({k for i in found for k in [*i.workload, *i.said]}):
+        seen = {i.variant: i.said.get(name, i.workload.get(name)) for i in found}
         if len(set(map(str, seen.values()))) > 1:
             differences.append(
                 f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
             )
+    setup = imports.setup_of(found, order, spec, suite)
+    differences += setup.differences
     if differences and not allow_mismatch:
         raise Mismatch(
             f"not comparable: {'; '.join(differences)} (use --allow-mismatch to "
             "compare anyway; the record will say so)"
         )
     caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
-    order = [i.variant for i in found]
     with_samples = all(any(s.ok for s in i.samples) for i in found)
     # before the evidence is built: it sets the prompt_index the verdict pairs arms by
     paired, note = imports.pair_prompts(found) if with_samples else (True, "")
     pairing = [note] if note else []
-    classes = suite.classes if suite else [imports.ALL]
+    classes = setup.workload.classes
     evidence = Evidence(
         order[0],
         order,
@@ -244,13 +237,16 @@ def from_imports(
     )
     if with_samples:
         measurements = figures.measurements(evidence)
-        decided = verdict.judge(evidence, hypothesis, caveats)
+        # at temperature 0 the arms' outputs are compared, as `kbgen record --check` will
+        decided = verdict.judge(
+            evidence, hypothesis, caveats, temperature=setup.workload.temperature
+        )
     else:
         measurements = {i.variant: {imports.ALL: _metric_stats(i)} for i in found}
         decided = verdict.judge_means(
             evidence, measurements, hypothesis, caveats, allow_summary_only
         )
-    tools = sorted({i.tool for i in found})
+    tools = sorted({f"{i.tool} {i.version}" if i.version else i.tool for i in found})
     record = Record(
         schema_version=1,
         id=record_id,
@@ -259,20 +255,9 @@ def from_imports(
         created=dt.date.today(),
         concluded=dt.date.today(),
         hypothesis=hypothesis,
-        config=Config(
-            engine=Engine(name="vllm" if tools == ["vllm bench serve"] else "unknown"),
-            model=ModelInfo(name=found[0].model or "unknown"),
-            hardware=Hardware(),
-            baseline=order[0],
-            variants={name: Variant() for name in order},
-        ),
-        workload=Workload(
-            prompt_suite=_suite_name(suite.path) if suite else f"imported from {', '.join(tools)}",
-            **figures.known(prompt_suite_sha256=suite.sha256 if suite else None),
-            classes=classes,
-            # vllm bench serve 0.26–0.32 asks for usage at the end of each stream only
-            **({"usage": "final"} if tools == ["vllm bench serve"] else {}),
-        ),
+        config=setup.config,
+        workload=setup.workload,
+        **figures.known(unknown=setup.unknown or None),
         measurements=measurements,
         spec_decode=figures.spec_decode(evidence),
         verdict=decided,
@@ -283,22 +268,14 @@ def from_imports(
             tool=f"kbgen {__version__}",
             reference=", ".join(tools),
             recorded_at=_now(),
-            notes=list(dict.fromkeys([n for i in found for n in i.notes] + pairing)),
+            **figures.known(host=spec.host_label if spec else None),
+            notes=list(dict.fromkeys([n for i in found for n in i.notes] + pairing + setup.notes)),
         ),
         **figures.known(
             raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}") if with_samples else None
         ),
     )
     return record, evidence if with_samples else None
-
-
-def _suite_name(path: Path) -> str:
-    """A prompt file as a record names it: from the current folder when inside it (no machine's
-    absolute path on a published record), else by its name."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.name
 
 
 def _metric_stats(imported: imports.Imported) -> dict[MeasuredMetric, MetricStats]:

@@ -459,22 +459,10 @@ def guard_texts(hypothesis: Hypothesis, unit: Unit) -> list[str]:
     return [g.text(hypothesis, unit) for g in GUARDS]
 
 
-def rule_text(hypothesis: Hypothesis, unit: Unit | None, summary_only: bool = False) -> str:
+def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
     """The rule in words, for the record."""
-    m = f"{toward(hypothesis, hypothesis.minimum_effect):+.0%}"
-    beyond, short = ("above", "below") if hypothesis.direction == "increase" else ("below", "above")
+    m, beyond, short = _target(hypothesis)
     metric = hypothesis.primary_metric
-    overall_rule = (
-        "Overall: the classes' common outcome; mixed when they reach different decisive "
-        "outcomes; inconclusive otherwise."
-    )
-    if summary_only or unit is None:  # judge_means applies no guard: the rule names none
-        return (
-            f"Effect = mean({metric}) of the variant / baseline - 1 per class, from the reported "
-            "means (no samples, so no interval: a summary-only verdict, allowed explicitly). "
-            f"Supported: the reported change lies {beyond} {m}. Refuted: it lies {short} {m} (a "
-            f"point estimate, nothing is ruled out with confidence). {overall_rule}"
-        )
     units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
     interval = (
         f"a {CONFIDENCE:.0%} BCa bootstrap interval over requests"
@@ -487,5 +475,40 @@ def rule_text(hypothesis: Hypothesis, unit: Unit | None, summary_only: bool = Fa
         f"Unit: the {unit}. Effect per class = {ESTIMATOR[unit]} of {metric} - 1, with "
         f"{interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} "
         "(the claimed change is ruled out). Inconclusive: it contains "
-        f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {overall_rule}"
+        f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {OVERALL}"
     )
+
+
+def summary_rule_text(hypothesis: Hypothesis, allowed: bool) -> str:
+    """The rule of a verdict from reported means alone (`verdict.judge_means`), in words: it
+    applies no guard, so it names none; and it decides only where `allowed` (a summary-only
+    verdict asked for with --allow-summary-only)."""
+    m, beyond, short = _target(hypothesis)
+    effect = (
+        f"Effect = mean({hypothesis.primary_metric}) of the variant / baseline - 1 per class, "
+        "from the reported means (no samples, so no interval"
+    )
+    if not allowed:
+        return (
+            f"{effect}). A summary-only verdict was not allowed (--allow-summary-only), so every "
+            f"class is inconclusive: the effect is reported, not decided. {OVERALL}"
+        )
+    return (
+        f"{effect}: a summary-only verdict, allowed explicitly with --allow-summary-only). "
+        f"Supported: the reported change lies {beyond} {m}. Refuted: it lies {short} {m} (a "
+        f"point estimate, nothing is ruled out with confidence). {OVERALL}"
+    )
+
+
+OVERALL = (
+    "Overall: the classes' common outcome; mixed when they reach different decisive outcomes; "
+    "inconclusive otherwise."
+)
+
+
+def _target(hypothesis: Hypothesis) -> tuple[str, str, str]:
+    """The target change in the hypothesised direction (`+5%`), and which side of it supports
+    the hypothesis and which refutes it (`above`, `below`)."""
+    m = f"{toward(hypothesis, hypothesis.minimum_effect):+.0%}"
+    beyond, short = ("above", "below") if hypothesis.direction == "increase" else ("below", "above")
+    return m, beyond, short

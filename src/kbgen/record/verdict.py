@@ -153,7 +153,7 @@ def judge_means(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], reasons),
         variant=evidence.challenger,
         method="summary",
-        rule=rule.rule_text(hypothesis, None, summary_only=True),
+        rule=rule.summary_rule_text(hypothesis, allow),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *reasons, *notes])),
         estimator="ratio of the reported means",

@@ -25,8 +25,16 @@ from kbgen.record.evidence import Evidence, samples_bytes
 AUTHORED = {"schema_version", "id", "title", "created", "hypothesis"}  # kept when filling in
 JOINED = ("resolves", "tags")  # the author's, then the composed record's
 # whole, or gone where the composed record has none: no stale rows, no stale verdict (it keeps
-# the author's rationale), no samples of another run
-REPLACED = ("measurements", "spec_decode", "effective", "startup_s", "verdict", "raw_samples")
+# the author's rationale), no samples of another run, no unknown the composed setup knows
+REPLACED = (
+    "measurements",
+    "spec_decode",
+    "effective",
+    "startup_s",
+    "verdict",
+    "raw_samples",
+    "unknown",
+)
 
 
 def write(

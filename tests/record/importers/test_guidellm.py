@@ -167,3 +167,105 @@ def test_the_tools_own_figures_and_metric_mapping_are_on_the_record() -> None:
     assert any(
         "time_per_output_token_ms" in n and "includes TTFT" in n for n in gl.provenance.notes
     )
+
+
+def test_what_a_guidellm_report_says_of_its_setup() -> None:
+    """Its version, its strategy's concurrency and rate, the endpoint, and what every request's
+    body asked for; its data in words; per request the tokens. The fixture's requests sent no
+    temperature: the server's default, which the report does not say."""
+    found = guidellm.read(GL_BASE, "baseline")
+    assert found.version == "0.8.1"
+    assert found.said == {
+        "concurrency": 1,
+        "request_rate": "inf",
+        "api": "completions",
+        "max_tokens": 32,
+        "ignore_eos": True,
+        "temperature": None,
+        "usage": "continuous",
+    }
+    assert found.dataset == (
+        "GuideLLM synthetic_text (output_tokens=32, prompt_tokens=32, turns=1), seed 42"
+    )
+    assert (found.tokens["input_tokens"].n, found.tokens["input_tokens"].mean) == (12, 32)
+    record, _ = compose.from_imports([found, guidellm.read(GL_NGRAM, "ngram")], "x", "X", FASTER)
+    assert record.provenance is not None and record.provenance.reference == "guidellm 0.8.1"
+    assert record.workload is not None and record.workload.prompt_suite == found.dataset
+
+
+def _bodies(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A change to the body every successful request of the report sent."""
+
+    def each(data: dict[str, Any]) -> None:
+        for request in data["benchmarks"][0]["requests"]["successful"]:
+            args = json.loads(request["request_args"])
+            change(args["body"])
+            request["request_args"] = json.dumps(args)
+
+    return each
+
+
+def _first_body(data: dict[str, Any]) -> None:
+    request = data["benchmarks"][0]["requests"]["successful"][0]
+    args = json.loads(request["request_args"])
+    args["body"]["max_tokens"] = 16
+    request["request_args"] = json.dumps(args)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (_bodies(lambda body: body.update(temperature=0)), {"temperature": 0}),
+        (_bodies(lambda body: body.pop("ignore_eos")), {"ignore_eos": False}),  # the default
+        (_bodies(lambda body: body.update(max_tokens="32")), {}),  # no integer: not said
+        (_first_body, {"max_tokens": None}),  # the requests differ: no one value
+        (
+            _bodies(lambda body: body["stream_options"].pop("continuous_usage_stats")),
+            {"usage": "final"},
+        ),
+        (
+            set_at("benchmarks.0.config.strategy", {"type_": "concurrent", "streams": 8}),
+            {"concurrency": 8, "request_rate": "inf"},
+        ),
+        (
+            set_at("benchmarks.0.config.strategy", {"type_": "constant", "rate": 4.0}),
+            {"concurrency": None, "request_rate": 4.0},
+        ),
+        (
+            set_at("benchmarks.0.config.strategy", {"type_": "throughput"}),
+            {"concurrency": None, "request_rate": "inf"},
+        ),
+    ],
+    ids=[
+        "temperature",
+        "no-ignore-eos",
+        "max-tokens-text",
+        "max-tokens-differ",
+        "usage-final",
+        "concurrent",
+        "constant",
+        "throughput",
+    ],
+)
+def test_what_a_guidellm_report_says_follows_its_requests(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], said: dict[str, Any]
+) -> None:
+    found = guidellm.read(changed(GL_BASE, tmp_path / "g.json", change), "baseline")
+    for name, value in said.items():
+        assert found.said[name] == value
+    if not said:
+        assert "max_tokens" not in found.said
+
+
+def test_guidellm_s_data_file_is_named_without_the_machine_s_path(tmp_path: Path) -> None:
+    data = [{"kind": "json_file", "path": "/home/someone/prompts.jsonl", "load_kwargs": {}}]
+    path = changed(GL_BASE, tmp_path / "g.json", set_at("config.spec.data", data))
+    found = guidellm.read(path, "baseline")
+    assert found.dataset == 'GuideLLM json_file (path="prompts.jsonl"), seed 42'
+
+
+@pytest.mark.parametrize("rate", [0.0, -2.0])
+def test_a_rate_that_is_no_rate_is_not_said(tmp_path: Path, rate: float) -> None:
+    strategy = {"type_": "poisson", "rate": rate}
+    path = changed(GL_BASE, tmp_path / "g.json", set_at("benchmarks.0.config.strategy", strategy))
+    assert "request_rate" not in guidellm.read(path, "baseline").said

@@ -62,7 +62,11 @@ def test_summary_only_is_inconclusive_unless_allowed(tmp_path: Path) -> None:
     assert data.verdict is not None
     assert data.verdict.outcome == "inconclusive" and data.verdict.method == "summary"
     assert any("no confidence interval" in c for c in data.verdict.caveats)
+    assert "was not allowed (--allow-summary-only)" in data.verdict.rule
+    assert "allowed explicitly" not in data.verdict.rule
     allowed, _ = compose.from_imports(found, "x", "X", FASTER, allow_summary_only=True)
+    assert allowed.verdict is not None
+    assert "allowed explicitly with --allow-summary-only" in allowed.verdict.rule
     tpot = {
         name: json.loads(path.read_text())["mean_tpot_ms"]
         for name, path in (("baseline", BASE), ("ngram", NGRAM))
@@ -71,6 +75,52 @@ def test_summary_only_is_inconclusive_unless_allowed(tmp_path: Path) -> None:
     effect = allowed.verdict.per_class["all"].effect  # decode rate = 1000 / TPOT
     assert effect == pytest.approx(tpot["baseline"] / tpot["ngram"] - 1, rel=1e-5)
     assert allowed.verdict.outcome != "inconclusive"
+
+
+def test_a_summary_keeps_its_percentiles_and_token_totals(tmp_path: Path) -> None:
+    """`--metric-percentiles 90,99` adds p90_* keys; without per-request lists the token counts
+    per request are the totals over the completed requests (no fewest, no most)."""
+    path = changed(
+        summary_only(BASE, tmp_path / "s.json"), tmp_path / "p.json", set_at("p90_ttft_ms", 41.5)
+    )
+    found = vllm_bench.read(path, "baseline")
+    assert found.stats["ttft_ms"]["p90"] == 41.5
+    raw = json.loads(BASE.read_text())
+    tokens = found.tokens["input_tokens"]
+    assert (tokens.n, tokens.min, tokens.max) == (raw["completed"], None, None)
+    assert tokens.mean == pytest.approx(raw["total_input_tokens"] / raw["completed"])
+
+
+def test_the_file_s_setup_is_said() -> None:
+    """What a `vllm bench serve` file states of the workload: its concurrency, request rate,
+    endpoint (from the backend) and how it asked for usage; and per request the tokens."""
+    raw = json.loads(CHAT_BASE.read_text())
+    found = vllm_bench.read(CHAT_BASE, "baseline")
+    assert found.said == {"concurrency": 1, "request_rate": "inf", "api": "chat", "usage": "final"}
+    assert found.tokens["input_tokens"].n == raw["completed"]
+    assert found.tokens["input_tokens"].max == max(raw["input_lens"])
+    assert found.tokens["output_tokens"].mean == raw["total_output_tokens"] / raw["completed"]
+    assert vllm_bench.read(BASE, "baseline").said["api"] == "completions"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("max_concurrency", None, {"concurrency": None}),  # no --max-concurrency: unbounded
+        ("request_rate", 8.0, {"request_rate": 8.0}),
+        ("backend", "tgi", {}),  # neither an endpoint nor a usage mode known
+    ],
+)
+def test_what_a_file_says_of_its_schedule(
+    tmp_path: Path, key: str, value: Any, said: dict[str, Any]
+) -> None:
+    found = vllm_bench.read(changed(BASE, tmp_path / "b.json", set_at(key, value)), "baseline")
+    for name, expected in said.items():
+        assert found.said[name] == expected
+    if key == "backend":
+        assert "api" not in found.said and "usage" not in found.said
+    if key == "max_concurrency":
+        assert any("without --max-concurrency" in n for n in found.notes)
 
 
 def test_different_models_are_refused(tmp_path: Path) -> None:
@@ -236,6 +286,7 @@ def test_tokens_per_engine_step_of_an_import_from_the_tools_token_total() -> Non
             "spec_decode_per_position_acceptance_rates[0]",
             "less than or equal to 1",
         ),
+        (set_at("max_concurrency", 0), "max_concurrency", "greater than or equal to 1"),
     ],
     ids=[
         "ttft-string",
@@ -255,6 +306,7 @@ def test_tokens_per_engine_step_of_an_import_from_the_tools_token_total() -> Non
         "lengths-past-the-total",
         "accepted-past-drafted",
         "rate-above-one",
+        "no-concurrency",
     ],
 )
 def test_a_bad_vllm_bench_value_is_located(

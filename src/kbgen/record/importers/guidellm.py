@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,14 @@ from pydantic_core import PydanticCustomError
 
 from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.kb.models import fail_at
-from kbgen.kb.numbers import Count, Finite, NonNegative
-from kbgen.record.importers.imported import Imported, headline, no_split, sample
+from kbgen.kb.numbers import MAX_TOKENS, Count, Finite, Int, NonNegative
+from kbgen.record.importers.imported import (
+    Imported,
+    headline,
+    no_split,
+    sample,
+    token_counts,
+)
 from kbgen.record.importers.reading import MAX_REQUESTS, Format, read_format
 
 MAPPING = (
@@ -72,6 +79,7 @@ class GuideLLMInfo(Format):
 
 class GuideLLMRequest(Format):
     info: GuideLLMInfo | None = None
+    prompt_tokens: Count | None = None
     output_tokens: Count | None = None
     request_args: str | dict[str, Any] | None = None  # the request sent, as JSON text
 
@@ -113,11 +121,22 @@ class GuideLLMMetrics(Format):
 
 class GuideLLMBackend(Format):
     model: str | None = None
+    request_format: str | None = None  # the endpoint: /v1/completions, /v1/chat/completions
+
+
+class GuideLLMStrategy(Format):
+    """How the benchmark started requests: `synchronous` one at a time, `concurrent` in
+    `streams`, `throughput` all at once, `constant` / `poisson` at `rate` per second."""
+
+    type_: str | None = None
+    streams: Count | None = None
+    rate: Finite | None = None
 
 
 class GuideLLMBenchmarkConfig(Format):
     sample_size: Count | None = None
     backend: GuideLLMBackend | None = None
+    strategy: GuideLLMStrategy | None = None
 
 
 class GuideLLMBenchmark(Format):
@@ -127,11 +146,16 @@ class GuideLLMBenchmark(Format):
     duration: NonNegative | None = None
 
 
+class GuideLLMSeed(Format):
+    value: Int | None = None
+
+
 class GuideLLMSpec(Format):
     backend: GuideLLMBackend | None = None
     profile: Any = None
     constraints: Any = None
     data: Any = None
+    seed: GuideLLMSeed | None = None
 
 
 class GuideLLMConfig(Format):
@@ -191,8 +215,8 @@ def read(path: Path, variant: str) -> Imported:
     model = (spec.backend and spec.backend.model) or (
         bench_config.backend and bench_config.backend.model
     )
-    out = Imported(variant, "guidellm", model or None, source=path)
     version = report.metadata.guidellm_version if report.metadata else None
+    out = Imported(variant, "guidellm", model or None, version=version, source=path)
     out.notes.append(
         f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
         f"{len(report.benchmarks)} benchmark(s))"
@@ -252,7 +276,112 @@ def read(path: Path, variant: str) -> Imported:
         key: json.dumps(getattr(spec, key), sort_keys=True, default=str)
         for key in ("profile", "constraints", "data")
     }
+    backend = spec.backend or bench_config.backend or GuideLLMBackend()
+    out.said = {
+        **_schedule(bench_config.strategy or GuideLLMStrategy()),
+        **({"api": API[backend.request_format]} if backend.request_format in API else {}),
+        **_asked([_body(req) for req in (*successful, *errored)]),
+    }
+    out.dataset = _dataset(spec)
+    for key in ("input_tokens", "output_tokens"):
+        field = "prompt_tokens" if key == "input_tokens" else "output_tokens"
+        counts = [n for req in successful if (n := getattr(req, field)) is not None]
+        if (found := token_counts(counts)) is not None:
+            out.tokens[key] = found
     return out
+
+
+API = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
+
+
+def _schedule(strategy: GuideLLMStrategy) -> dict[str, Any]:
+    """The concurrency and request rate a GuideLLM strategy sends at (concurrency None: not a
+    fixed number in flight)."""
+    kind = strategy.type_
+    if kind == "synchronous":
+        return {"concurrency": 1, "request_rate": "inf"}
+    if kind == "concurrent" and strategy.streams:
+        return {"concurrency": strategy.streams, "request_rate": "inf"}
+    if kind == "throughput":
+        return {"concurrency": None, "request_rate": "inf"}
+    if kind in ("constant", "poisson") and strategy.rate is not None and strategy.rate > 0:
+        return {"concurrency": None, "request_rate": strategy.rate}
+    return {}
+
+
+def _body(request: GuideLLMRequest) -> dict[str, Any] | None:
+    """The JSON body a GuideLLM request sent (None: not kept)."""
+    args: Any = request.request_args
+    if isinstance(args, str):
+        try:  # pydantic-core's parser: a nesting limit, no RecursionError
+            args = pydantic_core.from_json(args)
+        except ValueError:
+            return None
+    body = args.get("body") if isinstance(args, dict) else None
+    return body if isinstance(body, dict) else None
+
+
+def _asked(bodies: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """What every request asked for: its output length, ignore_eos (false where not sent: the
+    server's default), temperature and how it asked for token counts. A setting not sent (the
+    server's default, which the report does not say) or that the requests differ in is None;
+    nothing is said where a request's body was not kept, or a value is not one of its type."""
+    if not bodies or None in bodies:
+        return {}
+    sent = [b for b in bodies if b is not None]
+    said: dict[str, list[Any]] = {
+        "max_tokens": [b.get("max_tokens", b.get("max_completion_tokens")) for b in sent],
+        "ignore_eos": [b.get("ignore_eos", False) for b in sent],
+        "temperature": [b.get("temperature") for b in sent],
+        "usage": [_usage(b.get("stream_options")) for b in sent],
+    }
+    out = {}
+    for key, values in said.items():
+        if not all(v is None or _typed(key, v) for v in values):
+            continue
+        seen = {json.dumps(v) for v in values}
+        out[key] = values[0] if len(seen) == 1 else None
+    return out
+
+
+def _typed(key: str, value: Any) -> bool:
+    """Whether a request's setting is a value of its `Workload` field's type."""
+    if key == "max_tokens":
+        return type(value) is int and 1 <= value <= MAX_TOKENS
+    if key == "ignore_eos":
+        return type(value) is bool
+    if key == "temperature":
+        return type(value) in (int, float) and math.isfinite(value) and value >= 0
+    return value in ("continuous", "final")
+
+
+def _usage(options: Any) -> str | None:
+    """How a request asked for token counts: on every chunk, at the end, or not at all (None)."""
+    if not isinstance(options, dict) or options.get("include_usage") is not True:
+        return None
+    return "continuous" if options.get("continuous_usage_stats") is True else "final"
+
+
+def _dataset(spec: GuideLLMSpec) -> str | None:
+    """The data GuideLLM sent, in words: each source's kind and settings, and the seed."""
+    if not isinstance(spec.data, list) or not spec.data:
+        return None
+    parts = []
+    for source in spec.data:
+        if not isinstance(source, dict):
+            return None
+        settings = {
+            # a file by its name: no machine's absolute path on a published record
+            k: Path(v).name if k == "path" and isinstance(v, str) else v
+            for k, v in sorted(source.items())
+            if k not in ("kind", "load_kwargs") and v
+        }
+        words = ", ".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in settings.items())
+        parts.append(
+            f"{source.get('kind', 'data')} ({words})" if words else str(source.get("kind"))
+        )
+    seed = spec.seed.value if spec.seed else None
+    return f"GuideLLM {'; '.join(parts)}" + (f", seed {seed}" if seed is not None else "")
 
 
 def _mean(by_status: GuideLLMByStatus | None) -> float | None:
@@ -261,14 +390,8 @@ def _mean(by_status: GuideLLMByStatus | None) -> float | None:
 
 def _prompt_sent(request: GuideLLMRequest) -> Any:
     """The prompt a GuideLLM request sent: its body's prompt or messages (None: not kept)."""
-    args: Any = request.request_args
-    if isinstance(args, str):
-        try:  # pydantic-core's parser: a nesting limit, no RecursionError
-            args = pydantic_core.from_json(args)
-        except ValueError:
-            return None
-    body = args.get("body") if isinstance(args, dict) else None
-    return body.get("prompt", body.get("messages")) if isinstance(body, dict) else None
+    body = _body(request)
+    return None if body is None else body.get("prompt", body.get("messages"))
 
 
 def _digest(prompt: Any) -> str | None:

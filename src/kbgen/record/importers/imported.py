@@ -1,7 +1,8 @@
-"""What an importer returns: one variant's samples or statistics, and the notes on them.
+"""What an importer returns: one variant's samples or statistics, its setup, and the notes.
 
 What a file lacks stays missing — no per-class split becomes one class `all`, no per-request
-samples means no confidence interval — and the notes travel into the record's provenance.
+samples means no confidence interval, a setting it does not keep is not in `said` — and the
+notes travel into the record's provenance.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import MetricName
+from kbgen.kb.models import MetricName, TokenCounts
 
 ALL = "all"
 S = 1_000_000_000  # ns per second
@@ -24,12 +25,20 @@ class Imported:
     variant: str
     tool: str
     model: str | None
+    version: str | None = None  # the tool's, where its file keeps it
     samples: list[Sample] = field(default_factory=list)
     stats: dict[MetricName, dict[str, float]] = field(default_factory=dict)  # metric -> n, mean…
     # the tool's own speculative-decoding counters, as metrics.window() reports them
     spec_decode: dict[str, Any] | None = None
     output_tokens: int | None = None  # the tool's output token total over the same window
     workload: dict[str, Any] = field(default_factory=dict)  # what must match across variants
+    # The workload's settings the file states, by `Workload` field (what must match across
+    # variants too): a field it does not state is absent; None, a value it states but kbgen's
+    # workload has none for (`vllm bench serve` without --max-concurrency: unbounded).
+    said: dict[str, Any] = field(default_factory=dict)
+    dataset: str | None = None  # the prompts it sent, as the file describes them
+    # prompt and output tokens per successful request, as the tool counted them
+    tokens: dict[str, TokenCounts] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # What identifies each sample's prompt, in sample order (None: unknown), and what kind of
     # evidence that is: equal keys across files mean the same prompt (`pair_prompts`).
@@ -75,3 +84,12 @@ def headline(*figures: tuple[str, float | None, str]) -> str:
     """`name value unit, …` for the figures the tool reported, 6 significant digits."""
     shown = [f"{name} {value:.6g} {unit}" for name, value, unit in figures if value is not None]
     return ", ".join(shown) or "none reported"
+
+
+def token_counts(counts: list[int]) -> TokenCounts | None:
+    """Tokens per request from each request's count (None: none counted)."""
+    if not counts:
+        return None
+    return TokenCounts(
+        n=len(counts), mean=sum(counts) / len(counts), min=min(counts), max=max(counts)
+    )

@@ -14,9 +14,15 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kbgen.bench.spec import MAX_TIMEOUT_S
-from kbgen.kb.models import MetricName, fail_at
+from kbgen.kb.models import MetricName, TokenCounts, fail_at
 from kbgen.kb.numbers import Count, Finite, NonNegative
-from kbgen.record.importers.imported import Imported, headline, no_split, sample
+from kbgen.record.importers.imported import (
+    Imported,
+    headline,
+    no_split,
+    sample,
+    token_counts,
+)
 from kbgen.record.importers.reading import MAX_REQUESTS, Format, read_format
 
 # our metric <- the suffix of vllm bench's mean_/median_/p99_/std_ keys; its ITL is a chunk gap
@@ -45,6 +51,12 @@ LISTS = ("ttfts", "output_lens", "itls", "errors", "input_lens", "latencies")
 # role-only chunk, so a chat request of N tokens one per chunk has N ITLs, a completion N - 1.
 # Backends not listed: which chunks carry tokens is not known, and no per-token ITL is claimed.
 LEADING_CHUNKS = {"vllm": 0, "openai": 0, "openai-chat": 1}
+# The OpenAI endpoint of each of those backends; each asks for usage at the end of its stream
+API = {"vllm": "completions", "openai": "completions", "openai-chat": "chat"}
+UNSAID = (
+    "vllm bench serve's file keeps neither its version, its dataset, nor the temperature, output "
+    "length (max_tokens) and ignore_eos it asked for"
+)
 
 Rate = Annotated[Finite, Field(ge=0, le=1)]
 # A latency of one request, in seconds: no request is timed past the longest timeout a spec may
@@ -59,8 +71,9 @@ class VllmBenchResult(Format):
     completed: Count
     failed: Count | None = None
     num_prompts: Count | None = None
-    max_concurrency: Count | None = None
+    max_concurrency: Annotated[Count, Field(ge=1)] | None = None  # None: no bound
     request_rate: Finite | str | None = None  # "inf" for as fast as possible
+    burstiness: Finite | None = None
     total_input_tokens: Count | None = None
     total_output_tokens: Count | None = None
     backend: str | None = None
@@ -69,18 +82,22 @@ class VllmBenchResult(Format):
     duration: NonNegative | None = None
     mean_ttft_ms: NonNegative
     median_ttft_ms: NonNegative | None = None
+    p90_ttft_ms: NonNegative | None = None  # with --metric-percentiles 90,99
     p99_ttft_ms: NonNegative | None = None
     std_ttft_ms: NonNegative | None = None
     mean_tpot_ms: NonNegative | None = None
     median_tpot_ms: NonNegative | None = None
+    p90_tpot_ms: NonNegative | None = None  # with --metric-percentiles 90,99
     p99_tpot_ms: NonNegative | None = None
     std_tpot_ms: NonNegative | None = None
     mean_itl_ms: NonNegative | None = None
     median_itl_ms: NonNegative | None = None
+    p90_itl_ms: NonNegative | None = None  # with --metric-percentiles 90,99
     p99_itl_ms: NonNegative | None = None
     std_itl_ms: NonNegative | None = None
     mean_e2el_ms: NonNegative | None = None
     median_e2el_ms: NonNegative | None = None
+    p90_e2el_ms: NonNegative | None = None  # with --metric-percentiles 90,99
     p99_e2el_ms: NonNegative | None = None
     std_e2el_ms: NonNegative | None = None
     spec_decode_num_drafts: Count | None = None
@@ -155,6 +172,21 @@ class VllmBenchResult(Format):
         ]
 
 
+def _said(result: VllmBenchResult) -> dict[str, Any]:
+    """The workload's settings the file states: its concurrency (None: unbounded), request rate,
+    endpoint and how it asked for token counts."""
+    said: dict[str, Any] = {}
+    if "max_concurrency" in result.model_fields_set:
+        said["concurrency"] = result.max_concurrency
+    rate = result.request_rate
+    if rate == "inf" or (isinstance(rate, float) and rate > 0):
+        said["request_rate"] = rate
+    if result.backend in API:
+        said["api"] = API[result.backend]
+        said["usage"] = "final"  # 0.26–0.32: include_usage, at the end of each stream only
+    return said
+
+
 def _error(error: str | None, ttft: float | None, output_len: int | None) -> str | None:
     """Why a request failed, or None. vLLM writes the HTTP reason as the error, which can be
     empty; a failed request also has ttft 0 and output length 0, a successful one never ttft 0
@@ -172,10 +204,17 @@ def read(path: Path, variant: str) -> Imported:
     out = Imported(variant, "vllm bench serve", result.model_id, source=path)
     out.workload = {
         k: getattr(result, k)
-        for k in ("num_prompts", "max_concurrency", "request_rate", "total_input_tokens", "backend")
+        for k in ("num_prompts", "total_input_tokens", "backend", "burstiness")
     }
+    out.said = _said(result)
     out.notes.append(f"{variant}: imported from {path.name} (vllm bench serve)")
     out.notes.append(MAPPING)  # the same for every variant: one note
+    out.notes.append(UNSAID)
+    if out.said.get("concurrency", 0) is None:
+        out.notes.append(
+            f"{variant}: run without --max-concurrency: how many requests were in flight was not "
+            "bounded (concurrency unknown)"
+        )
     figures = headline(
         ("output throughput", result.output_throughput, "tok/s"),
         ("request throughput", result.request_throughput, "req/s"),
@@ -197,11 +236,18 @@ def read(path: Path, variant: str) -> Imported:
                 "n": result.completed,
                 "mean": getattr(result, f"mean_{key}"),
                 "median": getattr(result, f"median_{key}"),
+                "p90": getattr(result, f"p90_{key}"),
                 "p99": getattr(result, f"p99_{key}"),
                 "stdev": getattr(result, f"std_{key}"),
             }
             if reported["mean"] is not None:
                 out.stats[metric] = {k: v for k, v in reported.items() if v is not None}
+        for key, total in (
+            ("input_tokens", result.total_input_tokens),
+            ("output_tokens", result.total_output_tokens),
+        ):
+            if total is not None and result.completed:
+                out.tokens[key] = TokenCounts(n=result.completed, mean=total / result.completed)
         rate = 1000 / result.mean_tpot_ms if result.mean_tpot_ms else math.inf
         if math.isfinite(rate):  # a TPOT of 1e-310 ms has no rate a float can hold
             out.stats["decode_tok_s"] = {"n": result.completed, "mean": rate}
@@ -271,3 +317,8 @@ def _requests(result: VllmBenchResult, out: Imported) -> None:
     if result.input_lens and None not in result.input_lens:
         out.prompt_keys = [f"{i}:{length}" for i, length in enumerate(result.input_lens)]
         out.prompt_evidence = "input length"
+    done = [s.ok for s in out.samples]
+    for key, listed in (("input_tokens", result.input_lens), ("output_tokens", lengths)):
+        counted = [n for n, ok in zip(listed or [], done, strict=False) if ok and n is not None]
+        if (found := token_counts(counted)) is not None:
+            out.tokens[key] = found
