@@ -99,3 +99,15 @@ def test_a_file_made_meanwhile_is_never_overwritten(
             scaffold.new_plan("t", tmp_path, "taken")
     assert path.read_text() == "someone else's\n"
     assert sorted(p.name for p in path.parent.iterdir() if p.is_file()) == ["taken.yaml"]
+
+
+def test_an_id_another_file_of_the_knowledge_base_has_is_refused(tmp_path: Path) -> None:
+    """Records may sit in subfolders: a record of that id anywhere is a collision."""
+    day = dt.date(2026, 12, 2)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "2026-12-02-foo-bar.yaml").write_text("kept\n")
+    with pytest.raises(UsageError, match=r"old/2026-12-02-foo-bar\.yaml: already has the id"):
+        scaffold.new_record("Foo bar", tmp_path, today=day)
+    assert sorted(p.name for p in tmp_path.rglob("*.yaml")) == ["2026-12-02-foo-bar.yaml"]
+    made = scaffold.new_plan("Foo bar", tmp_path)  # a plan of that id is another kind: allowed
+    assert made == tmp_path / "plans" / "foo-bar.yaml"

@@ -572,3 +572,17 @@ def test_a_change_that_introduces_or_resolves_a_contradiction_says_so(tmp_path: 
     assert not any(c.introduced for c in resolved.contradictions)
     assert diff.compare(side("base", *records), side("head", *records)).contradictions == []
     assert diff.to_json(introduced)["contradictions"][0]["introduced"] is True
+
+
+def test_a_secret_in_a_changed_value_is_masked_on_both_sides() -> None:
+    """The comment is public: a token a branch adds, or one it removes (then in the old
+    column), is never shown."""
+    token = "hf_" + "a1B2c3D4e5" * 4
+    base = record(config__server_env={"HF_TOKEN": token})
+    head = record(
+        config__server_env={"HF_TOKEN": token + "x"},
+        config__server_args=["--api-key", "sk-" + "z9" * 20],
+    )
+    [change] = diff.compare(side("a", base), side("b", head)).records
+    shown = " ".join(f"{v.old} {v.new}" for v in change.values)
+    assert change.values and token not in shown and "z9z9" not in shown

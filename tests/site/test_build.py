@@ -444,3 +444,25 @@ def test_a_record_cannot_close_the_home_page_s_block(kb_dir: Path, tmp_path: Pat
     assert page.endswith("<!-- /kbgen:home -->\n\nMore.\n")
     build.render_site(kb_dir, docs, cache=None)
     assert (docs / "index.md").read_text() == page
+
+
+def test_a_home_block_added_after_a_render_is_filled_and_checked(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    docs, cache = tmp_path / "docs", tmp_path / "render.json"
+    assert build.render_site(kb_dir, docs, cache=cache)  # no docs/index.md yet
+    (docs / "index.md").write_text("# Ours\n")
+    assert build.render_site(kb_dir, docs, cache=cache) == []  # no block: nothing to do
+    (docs / "index.md").write_text(HOME)  # the block added since, the cache still there
+    assert build.render_site(kb_dir, docs, check=True, cache=cache) == ["index.md"]
+    assert build.render_site(kb_dir, docs, cache=cache) == ["index.md"]
+    assert "1 record (1 refuted)" in (docs / "index.md").read_text()
+
+
+def test_a_symlinked_home_page_is_left_alone(kb_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "home.md").write_text(HOME)
+    (docs / "index.md").symlink_to(docs / "home.md")
+    assert "index.md" not in build.render_site(kb_dir, docs, cache=None)
+    assert (docs / "index.md").is_symlink() and (docs / "home.md").read_text() == HOME

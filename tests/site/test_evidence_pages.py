@@ -356,3 +356,15 @@ def test_a_superseded_record_s_page_names_what_superseded_it(tmp_path: Path, sit
     new = pages["records/2026-12-01-ngram-vs-baseline.md"]
     assert f'title: "{title}"\n' in new and "Superseded" not in new
     assert "× 1 round |" in old and not [p for p, md in pages.items() if " 1 rounds" in md]
+
+
+def test_a_minimum_effect_below_one_percent_is_not_rounded_to_nothing(
+    tmp_path: Path, site: Site
+) -> None:
+    records = _replicated(tmp_path)
+    first = records / "first.yaml"
+    first.write_text(first.read_text().replace("minimum_effect: 0.05", "minimum_effect: 0.005"))
+    page = site(records)["records/first.md"]
+    assert "which must increase by at least 0.5% (" in page
+    assert "must **increase** by at least 0.5%." in page
+    assert "by at least 5% (" in site(_replicated(tmp_path / "again"))["records/first.md"]

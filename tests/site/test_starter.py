@@ -144,3 +144,20 @@ def test_the_pre_commit_configuration_runs_kbgen(tmp_path: Path) -> None:
     edited = run(pre_commit, "run", "--all-files")
     assert edited.returncode == 1 and "files were modified by this hook" in edited.stdout
     assert "First steps, renamed" in (repo / "docs" / "plans" / "first-plan.md").read_text()
+
+
+def test_init_renders_nothing_over_a_user_s_page_where_kbgen_writes_its_own(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "docs" / "records").mkdir(parents=True)
+    theirs = tmp_path / "docs" / "records" / "index.md"
+    theirs.write_text("# Our own list of records\n")
+    started = starter.init(tmp_path)
+    assert started.foreign == ["records/index.md"] and started.rendered == []
+    assert theirs.read_text() == "# Our own list of records\n"
+    assert not (tmp_path / "docs" / "plans").exists()
+    said = started.said(tmp_path)
+    assert f"not rendered: {theirs} is not a page kbgen wrote" in "\n".join(said)
+    assert not [line for line in said if line.startswith("rendered")]
+    theirs.unlink()
+    assert starter.init(tmp_path).rendered  # moved away: the pages are rendered

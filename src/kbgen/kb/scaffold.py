@@ -126,4 +126,8 @@ def _free(folder: Path, doc_id: str) -> Path:
     path = folder / f"{doc_id}.yaml"
     if os.path.lexists(path):
         raise UsageError(f"{path}: already exists; not overwritten (choose another id: --id)")
+    plans = folder.name == files.PLANS_FOLDER
+    for other in files.iter_yaml_files([folder]) if folder.is_dir() else []:
+        if other.stem == doc_id and (other.parent.name == files.PLANS_FOLDER) == plans:
+            raise UsageError(f"{other}: already has the id {doc_id!r} (choose another: --id)")
     return path

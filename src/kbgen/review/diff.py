@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kbgen import redact
 from kbgen.kb.cards import Card, task_states
 from kbgen.kb.loading import KnowledgeBase
 from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
@@ -329,7 +330,7 @@ def _limits(record: Record) -> list[tuple[str | None, list[str]]]:
 def _value_changes(before: dict[str, Any], after: dict[str, Any]) -> list[ValueChange]:
     """Every leaf value that differs, by its dotted path, but those shown apart (`SHOWN_APART`);
     a list is one value."""
-    old, new = _leaves(before), _leaves(after)
+    old, new = _leaves(redact.data(before)), _leaves(redact.data(after))  # a comment is public
     return [
         ValueChange(path, *_shown(old.get(path), new.get(path)))
         for path in sorted(old.keys() | new.keys())

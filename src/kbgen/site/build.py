@@ -6,6 +6,7 @@ file is parsed once. See docs/design.md, "Rendering".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -82,7 +83,8 @@ def render_site(
     """
     inputs = {path: fingerprint(path) for path in iter_yaml_files([records])}
     code = _code_key(templates)
-    key = _inputs_key(inputs, code) + str(docs.absolute())
+    # whether the home page (`render.HOME`) is there: one made since may hold a block to fill
+    key = _inputs_key(inputs, code) + str(docs.absolute()) + str(os.path.lexists(docs / "index.md"))
     last = _last_render(cache)
     if last.get("key") == key and _on_disk(docs, last.get("outputs", {})):
         return []
@@ -157,13 +159,17 @@ def render_site(
         (docs / rel).unlink()
     if cache is not None:
         folders = [rel for rel in GENERATED if (docs / rel).is_dir()]
-        outputs = {rel: fingerprint(docs / rel) for rel in [*sorted(produced), *folders]}
+        index = [render.HOME] if (docs / render.HOME).exists() else []  # a block may come
+        outputs = {rel: fingerprint(docs / rel) for rel in [*sorted(produced), *folders, *index]}
         files.write_atomic(cache, json.dumps({"key": key, "outputs": outputs}).encode())
     return changed + leftovers
 
 
 def _home_text(path: Path) -> str | None:
-    """The home page's text, where it is a regular UTF-8 file (else it is left alone)."""
+    """The home page's text, where it is a regular UTF-8 file (else it is left alone: a
+    symlink too, which a write would replace)."""
+    if path.is_symlink():
+        return None
     try:
         return files.read_regular(path, MAX_HOME_BYTES).decode("utf-8")
     except (KbgenError, UnicodeDecodeError):
@@ -271,6 +277,26 @@ def _leftovers(docs: Path, produced: set[str]) -> list[str]:
             path = docs / relative
             if _is_generated(path) or files.abandoned(path):
                 found.append(relative)
+    return found
+
+
+def foreign_pages(docs: Path) -> list[str]:
+    """The files under `docs` where kbgen writes its pages that kbgen did not write (a user's
+    own `docs/records/index.md`), relative to docs: a render would replace them."""
+    from kbgen.site import index
+
+    found = []
+    for folder in GENERATED:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for name in sorted(os.listdir(docs / folder)):
+                path = docs / folder / name
+                if path.is_dir() and not path.is_symlink():
+                    continue
+                script = name == index.SCRIPT and path.is_file() and not path.is_symlink()
+                if not _is_generated(path) and not (
+                    script and path.read_bytes() == index.script().encode()
+                ):
+                    found.append(f"{folder}/{name}")
     return found
 
 

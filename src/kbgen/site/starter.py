@@ -38,6 +38,7 @@ class Started:
     kept: list[str] = field(default_factory=list)  # there already: left as they were
     ignored: list[str] = field(default_factory=list)  # lines added to .gitignore
     rendered: list[str] = field(default_factory=list)  # the pages written into docs/
+    foreign: list[str] = field(default_factory=list)  # not kbgen's, where its pages go: no render
 
     def said(self, root: Path) -> list[str]:
         """What `kbgen init` prints, a line per thing done, paths under `root`."""
@@ -45,7 +46,12 @@ class Started:
             *(f"wrote {root / rel}" for rel in self.written),
             *(f"kept {root / rel} (already there)" for rel in self.kept),
             *(f"added {line} to {root / '.gitignore'}" for line in self.ignored),
-            f"rendered {len(self.rendered)} page(s) into {root / 'docs'}",
+            *(
+                f"not rendered: {root / 'docs' / rel} is not a page kbgen wrote (move it away, "
+                "then `kbgen render`)"
+                for rel in self.foreign
+            ),
+            *([f"rendered {len(self.rendered)} page(s) into {root / 'docs'}"] * (not self.foreign)),
             "next: `kbgen new TITLE` for a record, `mkdocs serve` to browse",
         ]
 
@@ -90,7 +96,7 @@ def schemas() -> dict[str, str]:
 def init(root: Path, site_name: str | None = None) -> Started:
     """The kit written into `root` where its files are missing, `.gitignore` completed, the
     pages rendered."""
-    from kbgen.site.build import CACHE, render_site
+    from kbgen.site.build import CACHE, foreign_pages, render_site
 
     name = site_name or f"{root.resolve().name or 'kbgen'} knowledge base"
     started = Started()
@@ -106,7 +112,9 @@ def init(root: Path, site_name: str | None = None) -> Started:
         else:
             started.written.append(rel)
     started.ignored = _complete_gitignore(root / ".gitignore")
-    started.rendered = render_site(root / "records", root / "docs", cache=root / CACHE)
+    started.foreign = foreign_pages(root / "docs")
+    if not started.foreign:
+        started.rendered = render_site(root / "records", root / "docs", cache=root / CACHE)
     return started
 
 

@@ -256,3 +256,22 @@ def test_what_is_unknown_is_not_written_as_an_empty_value() -> None:
         "config.server_env",
         "config.variants",
     ]
+
+
+def test_a_setting_the_spec_does_not_write_is_unknown_not_kbgen_s_default(
+    tmp_path: Path,
+) -> None:
+    """kbgen's own defaults (temperature 0, max_tokens 128, ignore_eos, the completions API)
+    are what `kbgen bench` would send, not what another tool sent: a spec silent on them says
+    nothing, and a chat file does not contradict it."""
+    data = store.load_fast(CHAT_SPEC)
+    for name in ("temperature", "max_tokens", "ignore_eos", "api", "concurrency"):
+        del data["workload"][name]
+    spec = tmp_path / "silent.yaml"
+    spec.write_text(store.dump(data))
+    record = _chat(spec)
+    assert record.workload is not None
+    assert {"workload.temperature", "workload.max_tokens", "workload.ignore_eos"} <= set(
+        record.unknown
+    )
+    assert record.workload.api == "chat" and record.workload.concurrency == 1  # the files'

@@ -158,7 +158,8 @@ def _settings(
     settings taken from the spec. The variants' files agree, or `compose` says they differ."""
     settings: dict[str, Any] = {}
     differences, from_spec = [], []
-    given = spec.workload.model_dump() if spec is not None else {}
+    # what the spec writes, not kbgen's defaults: a default is no word on what a tool sent
+    given = spec.workload.model_dump(exclude_unset=True) if spec is not None else {}
     for name in SETTINGS:
         stated = [i.said[name] for i in found if name in i.said]
         if stated:
