@@ -91,7 +91,8 @@ def test_a_file_made_meanwhile_is_never_overwritten(
     path = tmp_path / ("taken.yaml" if make == "record" else "plans/taken.yaml")
     path.parent.mkdir(exist_ok=True)
     path.write_text("someone else's\n")
-    monkeypatch.setattr(os.path, "lexists", lambda _: False)
+    monkeypatch.setattr(os.path, "lexists", lambda _: False)  # not there when looked for
+    monkeypatch.setattr(scaffold.files, "iter_yaml_files", lambda _: [])
     with pytest.raises(Conflict, match="already exists; not overwriting"):
         if make == "record":
             scaffold.new_record("t", tmp_path, record_id="taken")
