@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbgen.errors import Conflict, UsageError
+from kbgen.kb import files, scaffold
 from kbgen.kb import loading as kb
-from kbgen.kb import scaffold
 from kbgen.kb.models import Plan
 
 
@@ -92,7 +92,7 @@ def test_a_file_made_meanwhile_is_never_overwritten(
     path.parent.mkdir(exist_ok=True)
     path.write_text("someone else's\n")
     monkeypatch.setattr(os.path, "lexists", lambda _: False)  # not there when looked for
-    monkeypatch.setattr(scaffold.files, "iter_yaml_files", lambda _: [])
+    monkeypatch.setattr(files, "iter_yaml_files", lambda _: [])
     with pytest.raises(Conflict, match="already exists; not overwriting"):
         if make == "record":
             scaffold.new_record("t", tmp_path, record_id="taken")
