@@ -13,7 +13,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from kbgen.kb.models import (
     Config,
@@ -180,16 +180,7 @@ ASKED: tuple[Part, ...] = (
         "that does not say asked on every chunk, and started each request as soon as its "
         "concurrency let it (`request_rate: inf`)",
         _workload,
-        (
-            "workload.prompt_suite",
-            "workload.concurrency",
-            "workload.request_rate",
-            "workload.max_tokens",
-            "workload.temperature",
-            "workload.api",
-            "workload.ignore_eos",
-            "workload.usage",
-        ),
+        tuple(path for path in get_args(Unknowable) if path.startswith("workload.")),
     ),
 )
 

@@ -125,11 +125,10 @@ def _complete_gitignore(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise StoreError(f"{path}: cannot read: {exc}") from exc
     have = {line.strip() for line in text.splitlines()}
-    wanted = [line for line in kit(GITIGNORE).splitlines() if line and not line.startswith("#")]
+    heading, *wanted = kit(GITIGNORE).splitlines()  # a comment, then the lines
     missing = [line for line in wanted if line not in have]
     if missing:
         lead = "" if not text or text.endswith("\n") else "\n"
-        heading = kit(GITIGNORE).splitlines()[0]
         addition = "\n".join([heading, *missing]) + "\n"
         files.write_atomic(path, f"{text}{lead}{addition}".encode(), replace=path.exists())
     return missing

@@ -28,15 +28,12 @@ from kbgen.kb.models import (
 from kbgen.record.importers.classes import Suite
 from kbgen.record.importers.imported import ALL, Imported
 
-# The workload's settings a file may state or a spec give, in the order the record lists them
-SETTINGS = (
-    "concurrency",
-    "request_rate",
-    "max_tokens",
-    "temperature",
-    "api",
-    "ignore_eos",
-    "usage",
+# The workload's settings a file may state or a spec give, in the order the record lists them:
+# those the question reads (`Unknowable`), but the prompt suite, which the prompts file says
+SETTINGS: tuple[str, ...] = tuple(
+    path.removeprefix("workload.")
+    for path in get_args(Unknowable)
+    if path.startswith("workload.") and path != "workload.prompt_suite"
 )
 # Those a spec gives: its workload is what the experiment sends, whichever tool sent it; how a
 # tool asks for token counts and how fast it starts requests are the tool's own
