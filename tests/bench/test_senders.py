@@ -26,6 +26,7 @@ from kbgen.bench.launch import Launched
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.errors import ClientFailed
+from kbgen.kb.models import Load
 from tests.support.fake_server import FakeVllm
 from tests.support.specs import small_spec
 
@@ -186,6 +187,8 @@ class KillAWorker:
     def waiting(self, variant: str, seconds: float) -> None: ...
 
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
+
+    def load_started(self, variant: str, load: Load, todo: int) -> None: ...
 
     def sample_done(self, sample: Sample) -> None:
         self.seen.append(sample)

@@ -31,19 +31,21 @@ from kbgen.errors import (
     ServerFailed,
     ServerUnreachable,
 )
-from kbgen.kb.models import baseline_first
+from kbgen.kb.models import Load, baseline_first
 from kbgen.kb.problems import located
 
 
 @dataclass(frozen=True, order=True)
 class Key:
-    """One measured request of the plan: which variant, class, prompt, repeat and round."""
+    """One measured request of the plan: which variant, class, prompt, repeat, round and load
+    level."""
 
     variant: str
     prompt_class: str
     prompt_index: int
     repeat: int
     round: int = 0
+    level: int = 0
 
 
 class Events(Protocol):
@@ -56,6 +58,9 @@ class Events(Protocol):
 
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
 
+    def load_started(self, variant: str, load: Load, todo: int) -> None:
+        """A sweep's load level begins on the running server (after `variant_started`)."""
+
     def sample_done(self, sample: Sample) -> None: ...
 
 
@@ -66,14 +71,17 @@ class NoEvents:
 
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
 
+    def load_started(self, variant: str, load: Load, todo: int) -> None: ...
+
     def sample_done(self, sample: Sample) -> None: ...
 
 
-Step = tuple[int, str]  # (round, arm): one measurement window
+Step = tuple[int, str, int]  # (round, arm, load level): one measurement window
+Stored = tuple[int, str] | tuple[int, str, int]  # a step as run.json keeps it
 
 
-def order(spec: ExperimentSpec) -> list[Step]:
-    """The (round, arm) windows in the order they run.
+def order(spec: ExperimentSpec) -> list[tuple[int, str]]:
+    """The (round, arm) runs in the order they run.
 
     One round: baseline first. More: round 0 a permutation of the arms seeded by `order_seed`,
     each next round the reverse of the one before: over an even number of rounds every arm's
@@ -86,6 +94,22 @@ def order(spec: ExperimentSpec) -> list[Step]:
         return [(0, arm) for arm in arms]
     first = random.Random(f"kbgen-order:{spec.workload.order_seed}").sample(arms, len(arms))
     return [(r, arm) for r in range(rounds) for arm in (first if r % 2 == 0 else first[::-1])]
+
+
+def windows(spec: ExperimentSpec) -> list[Stored]:
+    """The measurement windows in the order they run, as run.json keeps them: `order`'s
+    [round, arm], and a sweep's with several loads [round, arm, level]: inside an arm's start
+    its load levels run one after the other, in the round's direction (ascending, then
+    descending), so that no load needs a start of its own."""
+    levels = range(len(spec.loads))
+    if len(levels) == 1:
+        return list(order(spec))
+    return [(r, arm, x) for r, arm in order(spec) for x in (levels if r % 2 == 0 else levels[::-1])]
+
+
+def steps(stored: list[Stored]) -> list[Step]:
+    """run.json's order as (round, arm, level) steps (level 0 for a run of one load)."""
+    return [(s[0], s[1], s[2] if len(s) > 2 else 0) for s in stored]
 
 
 def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: int) -> list[Key]:
@@ -107,13 +131,13 @@ def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: i
 
 
 def plan(
-    spec: ExperimentSpec, suite: dict[str, list[str]], steps: list[Step] | None = None
+    spec: ExperimentSpec, suite: dict[str, list[str]], planned: list[Step] | None = None
 ) -> list[Key]:
-    """Every request to measure, in the order it is sent: window by window of `steps`
-    (default: `order(spec)`), each window's requests as `round_requests` gives them."""
+    """Every request to measure, in the order it is sent: window by window of `planned`
+    (default: the spec's), each window's requests as `round_requests` gives them."""
     return [
-        dataclasses.replace(key, variant=arm)
-        for round_, arm in (order(spec) if steps is None else steps)
+        dataclasses.replace(key, variant=arm, level=level)
+        for round_, arm, level in (steps(windows(spec)) if planned is None else planned)
         for key in round_requests(spec.workload, suite, round_)
     ]
 
@@ -164,7 +188,7 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         prompt_suite_sha256=digest,
         attempts=1,
         variants={},
-        order=order(spec),
+        order=windows(spec),
         order_seed=spec.workload.order_seed,
     )
 
@@ -196,7 +220,12 @@ async def run(
 
 def _key(sample: Sample) -> Key:
     return Key(
-        sample.variant, sample.prompt_class, sample.prompt_index, sample.repeat, sample.round or 0
+        sample.variant,
+        sample.prompt_class,
+        sample.prompt_index,
+        sample.repeat,
+        sample.round or 0,
+        sample.level or 0,
     )
 
 
@@ -210,10 +239,19 @@ def check_inputs(
     samples; then the server's `${NAME}`s and masks (`launch.check_environment`). A spec or
     folder that fails leaves no trace: no run folder, nothing changed."""
     if folder is not None:
-        rounds = range(spec.workload.rounds)
-        for i, (round_, arm) in enumerate(folder.meta().order):
-            if arm not in spec.variants or round_ not in rounds:
-                what = f"[{round_}, {arm!r}] is not a round and an arm of {folder.spec_path.name}"
+        rounds, levels = range(spec.workload.rounds), range(len(spec.loads))
+        stored = folder.meta().order
+        for i, (round_, arm, level) in enumerate(steps(stored)):
+            sweep = len(stored[i]) > 2 or len(levels) > 1
+            if (
+                arm not in spec.variants
+                or round_ not in rounds
+                or level not in levels
+                or (len(stored[i]) != (3 if len(levels) > 1 else 2))
+            ):
+                parts = "a round, an arm and a load level" if sweep else "a round and an arm"
+                shown = ", ".join(map(repr, stored[i]))
+                what = f"[{shown}] is not {parts} of {folder.spec_path.name}"
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
         folder.read_samples()
     w = spec.workload
@@ -245,32 +283,35 @@ class _Run:
 
     async def all_windows(self) -> None:
         done = {_key(s) for s in self.folder.samples() if s.ok}
-        steps = list(self.folder.meta().order)  # a resume keeps the order the run began with
-        keys = plan(self.spec, self.suite, steps)
+        planned = steps(self.folder.meta().order)  # a resume keeps the order the run began with
+        keys = plan(self.spec, self.suite, planned)
         rounds = self.workload.rounds
         announced = -1
         try:
-            for round_, name in steps:
-                todo = [k for k in keys if (k.round, k.variant) == (round_, name) and k not in done]
+            for round_, name, level in planned:
+                step = (round_, name, level)
+                todo = [k for k in keys if (k.round, k.variant, k.level) == step and k not in done]
                 if not todo:
                     continue
                 if rounds > 1 and round_ != announced:
                     self.events.round_started(round_, rounds)
                     announced = round_
-                await self.window(round_, name, todo)
+                await self.window(round_, name, level, todo)
         finally:
             await self.launcher.stop()
             self.folder.close()
 
-    async def window(self, round_: int, name: str, todo: list[Key]) -> None:
-        """One measurement window: `todo`, the requests of arm `name` in round `round_`."""
+    async def window(self, round_: int, name: str, level: int, todo: list[Key]) -> None:
+        """One measurement window: `todo`, the requests of arm `name` in round `round_` at load
+        level `level` (a sweep's next level reuses the server its arm runs on)."""
         launched = await self.launcher.start(
             name,
             self.spec.variants[name],
             self.folder.log(name),
             lambda seconds: self.events.waiting(name, seconds),
         )
-        processes = senders.processes_for(self.workload.client_processes, self.workload.concurrency)
+        workload = self.spec.workload_at(level)
+        processes = senders.processes_for(workload.client_processes, workload.concurrency)
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(Client(launched.url, timeouts=self.timeouts))
             sender: senders.Sender = senders.InProcess(client)
@@ -296,12 +337,14 @@ class _Run:
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
             )
             self.events.variant_started(name, len(todo), launched)
-            await self.warm_up(client, sender, name, model)
+            if len(self.spec.loads) > 1:
+                self.events.load_started(name, self.spec.loads[level], len(todo))
+            await self.warm_up(client, sender, name, model, workload)
             window = len(info.windows)
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
             sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
-            failure, client_died = await self.measure(client, sender, name, model, todo)
+            failure, client_died = await self.measure(client, sender, name, model, todo, workload)
             end_ns = time.perf_counter_ns()
             load = sampler.stop()
             after = None
@@ -319,6 +362,8 @@ class _Run:
         )
         if self.workload.rounds > 1:  # unset in a run of one round, as on its samples
             measured.round = round_
+        if len(self.spec.loads) > 1:  # unset in a run of one load, as on its samples
+            measured.level = level
         if processes > 1:  # unset for one: kbgen's own process
             measured.client_processes = processes
         info.windows.append(measured)
@@ -342,18 +387,25 @@ class _Run:
         """What samples and windows record as their round: None in a run of one round."""
         return round_ if self.workload.rounds > 1 else None
 
-    async def warm_up(self, client: Client, sender: senders.Sender, name: str, model: str) -> None:
+    async def warm_up(
+        self,
+        client: Client,
+        sender: senders.Sender,
+        name: str,
+        model: str,
+        workload: WorkloadSpec,
+    ) -> None:
         """At least one unmeasured request per concurrent slot, sent at once through the
         window's sender (its connections warmed too); all failing stops the run."""
-        if not self.workload.warmup:
+        if not workload.warmup:
             return
-        first = self.workload.classes[0]
+        first = workload.classes[0]
         prompts_ = self.suite[first]
-        count = max(self.workload.warmup, self.workload.concurrency)
+        count = max(workload.warmup, workload.concurrency)
         jobs = [
             senders.Job(
-                self.workload.api,
-                payload(self.workload, model, prompts_[i % len(prompts_)]),
+                workload.api,
+                payload(workload, model, prompts_[i % len(prompts_)]),
                 Sample(
                     variant=name,
                     prompt_class=first,
@@ -362,7 +414,7 @@ class _Run:
                     scheduled_ns=0,
                     sent_ns=0,
                 ),
-                self.workload.usage,
+                workload.usage,
             )
             for i in range(count)
         ]
@@ -380,29 +432,37 @@ class _Run:
             )
 
     async def measure(
-        self, client: Client, sender: senders.Sender, name: str, model: str, todo: list[Key]
+        self,
+        client: Client,
+        sender: senders.Sender,
+        name: str,
+        model: str,
+        todo: list[Key],
+        workload: WorkloadSpec,
     ) -> tuple[str | None, bool]:
-        """Send `todo` at the spec's concurrency, appending each sample as it finishes.
+        """Send `todo` at the level's concurrency, appending each sample as it finishes.
 
         Returns why it stopped early (the server died or stopped answering, or a client
         process died: then True), or None.
         """
         failure: list[str] = []
+        levels = len(self.spec.loads)
         jobs = [
             senders.Job(
-                self.workload.api,
-                payload(self.workload, model, self.suite[key.prompt_class][key.prompt_index]),
+                workload.api,
+                payload(workload, model, self.suite[key.prompt_class][key.prompt_index]),
                 Sample(
                     variant=name,
                     prompt_class=key.prompt_class,
                     prompt_index=key.prompt_index,
                     repeat=key.repeat,
                     round=self.round_field(key.round),
+                    level=key.level if levels > 1 else None,
                     attempt=self.attempt,
                     scheduled_ns=0,
                     sent_ns=0,
                 ),
-                self.workload.usage,
+                workload.usage,
             )
             for key in todo
         ]
@@ -415,7 +475,7 @@ class _Run:
             return not failure
 
         try:
-            await sender.send(jobs, self.workload.concurrency, done)
+            await sender.send(jobs, workload.concurrency, done)
         except ClientFailed as exc:
             return str(exc), True
         return (failure[0] if failure else None), False
@@ -453,6 +513,8 @@ def totals(
             counted.window_s = (w.end_ns - w.start_ns) / 1e9
             if w.round is not None:
                 counted.round = w.round
+            if w.level is not None:
+                counted.level = w.level
             if w.load is not None:
                 counted.load = w.load
             windows.append(counted)

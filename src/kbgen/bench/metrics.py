@@ -144,6 +144,9 @@ class Counters(Model):
     round: numbers.Count | None = Field(
         default=None, description="Round of the interleaved design (None: one round)."
     )
+    level: numbers.Count | None = Field(
+        default=None, description="A sweep's load level (None: one load)."
+    )
     window_s: NonNegative | None = Field(
         default=None,
         description="The window's length, first send to last completion, in seconds: the "

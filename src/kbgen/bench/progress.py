@@ -1,7 +1,8 @@
 """Live progress of `kbgen bench` on the terminal; the only module that imports rich.
 
 Shows the wait for a server to become healthy (it may take an hour), then one bar per measurement
-window — a variant, or in an interleaved run a round's variant ("round 2/4 · ngram") — with
+window — a variant, or in an interleaved run a round's variant ("round 2/4 · ngram"), and in a
+sweep its load ("round 2/4 · ngram-k3 · concurrency 8") — with
 finished/failed requests and the live output rate (tokens of finished requests divided by the
 time since the window's first request was sent).
 """
@@ -19,6 +20,7 @@ from kbgen import redact
 from kbgen.bench.launch import Launched
 from kbgen.bench.run_models import RunTotals
 from kbgen.bench.samples import Sample
+from kbgen.kb.models import Load
 
 
 class RichEvents:
@@ -75,6 +77,13 @@ class RichEvents:
         )
         self._tokens[variant] = self._failed[variant] = 0
         self._started[variant] = time.monotonic()
+
+    def load_started(self, variant: str, load: Load, todo: int) -> None:
+        """A sweep's cell: the window's bar names its load too ("ngram-k3 · concurrency 8")."""
+        where = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in load.items())
+        self.progress.update(
+            self._tasks[variant], description=f"{self._round}[bold]{variant}[/] · {where}"
+        )
 
     def sample_done(self, sample: Sample) -> None:
         variant = sample.variant

@@ -38,6 +38,9 @@ class Window(Model):
     round: Count | None = Field(
         default=None, description="Round of the interleaved design, from 0 (None: one round)."
     )
+    level: Count | None = Field(
+        default=None, description="A sweep's load level, from 0 (None: one load)."
+    )
     load: MachineLoad | None = Field(
         default=None, description="How busy the machine was meanwhile (None: not measured)."
     )
@@ -111,9 +114,9 @@ class RunMeta(Model):
     finished: str | None = Field(
         default=None, description="When the run completed (UTC, ISO 8601); absent until then."
     )
-    order: list[tuple[Int, str]] = Field(
+    order: list[tuple[Int, str] | tuple[Int, str, Int]] = Field(
         description="The measurement windows as [round, variant], in the order they run (a "
-        "resume keeps it).",
+        "resume keeps it); a sweep's with several loads as [round, variant, load level].",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
     )
     order_seed: Int | None = Field(

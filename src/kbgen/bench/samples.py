@@ -27,6 +27,11 @@ class Sample(BaseModel):
         description="Round of the interleaved design it belongs to, from 0 (arms alternate round "
         "by round); None in a run without rounds, which is one round (0).",
     )
+    level: Count | None = Field(
+        default=None,
+        description="A sweep's load level it was sent at, an index into the spec's loads; None "
+        "in a run of one load (level 0).",
+    )
     attempt: Count = Field(
         default=0, description="Which run of the folder sent it: 0 first, 1 the first resume."
     )

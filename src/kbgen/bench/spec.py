@@ -13,15 +13,17 @@ import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, JsonValue, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
+from kbgen.bench import sweep as grid
 from kbgen.errors import InvalidInput
 from kbgen.kb import documents
 from kbgen.kb.models import (
     Api,
     Hardware,
     Hypothesis,
+    Load,
     Model,
     Slug,
     TaskRef,
@@ -225,6 +227,21 @@ class ExperimentSpec(Model):
     baseline: VariantName = Field(description="The variant the others are compared against.")
     variants: dict[VariantName, Variant] = Field(min_length=2, description="The arms, by name.")
     workload: WorkloadSpec = Field(description="What is sent.")
+    sweep: dict[str, list[JsonValue]] = Field(
+        default_factory=dict,
+        description="A grid, by dotted path: `VARIANT.speculative_config.FIELD` or "
+        "`VARIANT.args.--FLAG` (a server setting: the variant becomes one variant per value, "
+        "each its own server start, named `VARIANT-k3` and the like) and `workload.concurrency` "
+        "or `workload.max_tokens` (a load: every arm runs every level inside the same start). "
+        "Every variant is judged against the baseline at every load, the family of comparisons "
+        "controlled.",
+        examples=[
+            {
+                "ngram.speculative_config.num_speculative_tokens": [1, 3, 5],
+                "workload.concurrency": [1, 8, 32],
+            }
+        ],
+    )
     resolves: list[TaskRef] = Field(
         default_factory=list, description="Plan tasks a concluded result resolves."
     )
@@ -256,6 +273,29 @@ class ExperimentSpec(Model):
         fail_at("ExperimentSpec", errors)
         return self
 
+    _loads: list[Load] = PrivateAttr(default_factory=lambda: [Load()])
+
+    @model_validator(mode="after")
+    def _expand_sweep(self) -> ExperimentSpec:
+        """The sweep's server settings become variants, its loads the levels (`loads`)."""
+        if not self.sweep:
+            return self
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        self.variants = grid.variants(self.baseline, self.variants, self.sweep, errors)
+        self._loads = grid.loads(self.sweep, errors)
+        fail_at("ExperimentSpec", errors)
+        return self
+
+    @property
+    def loads(self) -> list[Load]:
+        """The load levels every arm runs inside each start: `[{}]`, the workload's one load,
+        without a swept load."""
+        return self._loads
+
+    def workload_at(self, level: int) -> WorkloadSpec:
+        """The workload at load level `level`: the workload with the level's settings."""
+        return self.workload.model_copy(update={str(k): v for k, v in self._loads[level].items()})
+
 
 def recorded(variant: Variant) -> Variant:
     """A spec's variant as a record keeps it: what it sets (secrets are masked on writing)."""
@@ -275,15 +315,16 @@ def check_requests(spec: ExperimentSpec, suite: dict[str, list[str]], path: Path
     """InvalidInput, located at `workload` in `path` (the spec), when the run would plan more
     than MAX_REQUESTS requests with the prompts of `suite`."""
     prompts = sum(len(suite[name]) for name in spec.workload.classes)
-    w, arms = spec.workload, len(spec.variants)
-    planned = arms * w.rounds * w.repeats * prompts
+    w, arms, levels = spec.workload, len(spec.variants), len(spec.loads)
+    planned = arms * levels * w.rounds * w.repeats * prompts
     if planned > MAX_REQUESTS:
+        loads = f" x {levels} loads" if levels > 1 else ""
         raise InvalidInput(
             [
                 located(
                     path,
                     ["workload"],
-                    f"plans {planned:,} requests ({arms} variants x {w.rounds} round(s) x "
+                    f"plans {planned:,} requests ({arms} variants{loads} x {w.rounds} round(s) x "
                     f"{w.repeats} repeat(s) x {prompts:,} prompts); the limit is "
                     f"{MAX_REQUESTS:,}: set per_class, or split the experiment",
                 )

@@ -88,6 +88,11 @@ MetricName = Literal[
 # (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
 MeasuredMetric = Literal[MetricName, "steady_output_tok_s"]
 Api = Literal["completions", "chat"]
+# A load level: the client-side settings a sweep varies inside one server start, by name
+# (`{"concurrency": 8}`); empty: the workload's one load
+Load = dict[Literal["concurrency", "max_tokens"], Int]
+
+
 # How a run asked the server for token counts: on every chunk, or at the end of a stream only
 UsageMode = Literal["continuous", "final"]
 
@@ -576,6 +581,12 @@ class Config(Model):
     variants: dict[VariantName, Variant] = Field(
         min_length=1, description="The arms of the experiment, by name."
     )
+    sweep: dict[str, list[JsonValue]] = Field(
+        default_factory=dict,
+        description="The spec's grid: each swept setting by its dotted path, with its values "
+        "(server settings became the variants, loads the workload's `loads`).",
+        examples=[{"ngram.speculative_config.num_speculative_tokens": [1, 3, 5]}],
+    )
 
     @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> Config:
@@ -664,10 +675,17 @@ class Workload(Model):
     order_seed: Int | None = Field(
         default=None, description="Seed of the round order and of each round's prompt order."
     )
-    order: list[tuple[Int, VariantName]] | None = Field(
+    order: list[tuple[Int, VariantName] | tuple[Int, VariantName, Int]] | None = Field(
         default=None,
-        description="The measurement windows as [round, variant], in the order they ran.",
+        description="The measurement windows as [round, variant], in the order they ran; a "
+        "sweep's as [round, variant, load level] (an index into `loads`).",
         examples=[[[0, "ngram"], [0, "baseline"], [1, "baseline"], [1, "ngram"]]],
+    )
+    loads: list[Load] | None = Field(
+        default=None,
+        description="A sweep's load levels, in order: each measured inside every server start "
+        "(None: the workload's one load).",
+        examples=[[{"concurrency": 1}, {"concurrency": 8}]],
     )
 
     @model_validator(mode="after")
@@ -700,6 +718,15 @@ class MetricStats(Model):
 
 # variant -> prompt class -> metric -> its statistics
 Measurements = dict[VariantName, dict[Slug, dict[MeasuredMetric, MetricStats]]]
+
+
+class LoadMeasurements(Model):
+    """The measurements at one load level of a sweep."""
+
+    load: Load = Field(description="The load level.", examples=[{"concurrency": 8}])
+    measurements: Measurements = Field(
+        default_factory=dict, description="variant → prompt class → metric → summary."
+    )
 
 
 class SpecDecodeStats(Model):
@@ -838,6 +865,69 @@ class ClassVerdict(Model):
         return self
 
 
+class Cell(Model):
+    """One variant at one load in one class, against the baseline at the same load: the cell of a
+    sweep, decided at the family's interval."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_alias=True)
+
+    variant: VariantName = Field(description="The variant judged.")
+    load: Load = Field(
+        default_factory=dict,
+        description="The load level: the client-side values of the sweep (empty: one load).",
+        examples=[{"concurrency": 8}],
+    )
+    prompt_class: Slug = Field(alias="class", description="The prompt class.")
+    outcome: Outcome = Field(description="Its verdict.")
+    effect: Finite | None = Field(
+        default=None, description="Relative change of the primary metric vs the baseline."
+    )
+    ci_low: Finite | None = Field(default=None, description="Lower bound of the family's interval.")
+    ci_high: Finite | None = Field(
+        default=None, description="Upper bound of the family's interval."
+    )
+    reason: str | None = Field(
+        default=None, description="Why it is inconclusive, when not only its interval."
+    )
+
+
+class Family(Model):
+    """How a sweep's many comparisons are kept from deciding by chance."""
+
+    method: Literal["bonferroni"] = Field(
+        description="`bonferroni`: simultaneous intervals, each at 1 - (1 - confidence) / "
+        "comparisons, so that the chance of any wrong decisive cell in a class stays within "
+        "1 - confidence."
+    )
+    comparisons: Int = Field(
+        ge=1, description="Comparisons per class: variants (baseline aside) x load levels."
+    )
+    cell_confidence: Finite = Field(gt=0, lt=1, description="The level of each cell's interval.")
+
+
+class Best(Model):
+    """The configuration that does best at one load level, and how sure that is."""
+
+    load: Load = Field(default_factory=dict, description="The load level (empty: one load).")
+    variant: VariantName = Field(description="The best configuration (the baseline included).")
+    probability_best: Finite = Field(
+        ge=0,
+        le=1,
+        description="Share of the resamples of prompts (paired across every arm) in which it is "
+        "the best.",
+    )
+    ties: list[VariantName] = Field(
+        default_factory=list,
+        description="Configurations that cannot be told apart from it: not worse with the "
+        "family's confidence.",
+    )
+    excluded: list[VariantName] = Field(
+        default_factory=list,
+        description="Configurations left out for breaking the hypothesis' constraints at this "
+        "load.",
+    )
+
+
 class Verdict(Model):
     """The decision the evidence supports, with the rule that produced it."""
 
@@ -879,6 +969,24 @@ class Verdict(Model):
         default_factory=list,
         description="Why the overall outcome is inconclusive whatever the classes say (a class "
         "without usable data, one-token outputs, a token mismatch).",
+    )
+    load: Load = Field(
+        default_factory=dict,
+        description="A sweep: the load level of `variant` and `per_class` (empty: one load).",
+    )
+    family: Family | None = Field(
+        default=None,
+        description="A sweep (more than one comparison per class): how the family of comparisons "
+        "is controlled. None: one comparison per class, at `confidence`.",
+    )
+    cells: list[Cell] = Field(
+        default_factory=list,
+        description="A sweep: every variant at every load in every class against the baseline "
+        "(`per_class` is the cells of `variant` at `load`). Empty for one comparison per class.",
+    )
+    best: list[Best] = Field(
+        default_factory=list,
+        description="A sweep: per load level, the best configuration with its probability.",
     )
 
     def limits(self) -> list[tuple[str | None, list[str]]]:
@@ -1036,6 +1144,11 @@ class Record(Model):
     measurements: Measurements = Field(
         default_factory=dict, description="variant → prompt class → metric → summary."
     )
+    by_load: list[LoadMeasurements] = Field(
+        default_factory=list,
+        description="A sweep with several load levels: the measurements at each, in the order "
+        "of `workload.loads` (`measurements` is the first level's).",
+    )
     spec_decode: dict[VariantName, SpecDecodeStats] = Field(
         default_factory=dict, description="Speculative-decoding statistics per variant."
     )
@@ -1095,6 +1208,10 @@ class Record(Model):
                 errors.append(
                     (("verdict", "variant"), f"{self.verdict.variant!r} is not a variant")
                 )
+            for i, cell in enumerate(self.verdict.cells if self.verdict else []):
+                if cell.variant not in variants:
+                    message = f"{cell.variant!r} is not a variant"
+                    errors.append((("verdict", "cells", i, "variant"), message))
         fail_at("Record", errors)
         return self
 

@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 from kbgen import __version__
+from kbgen.bench.driver import Stored
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
@@ -55,7 +56,7 @@ def comparability(meta: RunMeta, order: list[str]) -> list[str]:
     return problems
 
 
-def _rounds(rounds: int, seed: int, order: list[tuple[int, str]] | None) -> dict[str, Any]:
+def _rounds(rounds: int, seed: int, order: list[Stored] | None) -> dict[str, Any]:
     """The workload's interleaved design as the record keeps it: nothing for one round."""
     if rounds == 1:
         return {}
@@ -128,6 +129,7 @@ def from_run(
             **figures.known(server_env=dict(getattr(spec.server, "env", {})) or None),
             baseline=spec.baseline,
             variants={name: recorded(v) for name, v in spec.variants.items()},
+            **figures.known(sweep=dict(spec.sweep) or None),
         ),
         workload=Workload(
             prompt_suite=meta.prompt_suite,
@@ -143,8 +145,10 @@ def from_run(
             api=workload.api,
             usage=workload.usage,
             **_rounds(workload.rounds, workload.order_seed, meta.order),
+            **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),
         ),
         measurements=figures.measurements(evidence),
+        **figures.known(by_load=figures.by_load(evidence) or None),
         spec_decode=figures.spec_decode(evidence),
         verdict=verdict.judge(evidence, hypothesis, caveats, temperature=workload.temperature),
         resolves=list(spec.resolves),

@@ -26,7 +26,7 @@ from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
-from kbgen.kb.models import Model, baseline_first
+from kbgen.kb.models import Load, Model, baseline_first
 from kbgen.kb.numbers import Int
 from kbgen.kb.problems import problems_of
 
@@ -45,11 +45,21 @@ class Evidence:
     paired: bool = True
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
+    loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
 
     @property
     def challenger(self) -> str:
         """The variant judged against the baseline: the first of the others."""
         return next(v for v in self.variants if v != self.baseline)
+
+    @property
+    def challengers(self) -> list[str]:
+        """Every variant judged against the baseline, in order."""
+        return [v for v in self.variants if v != self.baseline]
+
+    def concurrency_at(self, level: int) -> int:
+        """The streams the client ran at load level `level`."""
+        return self.loads[level].get("concurrency", self.concurrency)
 
     def final(self) -> tuple[list[Sample], int, int]:
         """The last successful sample of each request, and the counts of attempts / failures.
@@ -58,7 +68,7 @@ class Evidence:
         success and one failed attempt (a variant whose slow requests die and are retried must
         not look as clean as one whose requests never failed).
         """
-        best: dict[tuple[str, str, int, int, int], Sample] = {}
+        best: dict[tuple[str, str, int, int, int, int], Sample] = {}
         for s in self.samples:
             if s.ok:
                 key = _request(s)
@@ -67,15 +77,34 @@ class Evidence:
         failed = sum(1 for s in self.samples if not s.ok)
         return list(best.values()), len(self.samples), failed
 
-    def attempts(self) -> dict[tuple[str, str], Attempts]:
-        """Per (variant, class): attempts, failed attempts and requests that never succeeded."""
-        out: dict[tuple[str, str], Attempts] = {}
+    def attempts(self) -> dict[tuple[str, str, int], Attempts]:
+        """Per (variant, class, load level): attempts, failed attempts and requests that never
+        succeeded."""
+        out: dict[tuple[str, str, int], Attempts] = {}
         succeeded = {_request(s) for s in self.samples if s.ok}
-        for key in {(s.variant, s.prompt_class) for s in self.samples}:
-            mine = [s for s in self.samples if (s.variant, s.prompt_class) == key]
+        arms: dict[tuple[str, str, int], list[Sample]] = {}
+        for s in self.samples:
+            arms.setdefault((s.variant, s.prompt_class, s.level or 0), []).append(s)
+        for key, mine in arms.items():
             lost = {_request(s) for s in mine if not s.ok} - succeeded
             out[key] = Attempts(len(mine), sum(1 for s in mine if not s.ok), len(lost))
         return out
+
+
+def at_level(evidence: Evidence, level: int) -> Evidence:
+    """The evidence of one load level of a sweep: its samples and windows, its concurrency (the
+    evidence itself for a run of one load)."""
+    if len(evidence.loads) == 1:
+        return evidence
+    return dataclasses.replace(
+        evidence,
+        samples=[s for s in evidence.samples if (s.level or 0) == level],
+        windows={
+            v: [w for w in ws if (w.level or 0) == level] for v, ws in evidence.windows.items()
+        },
+        concurrency=evidence.concurrency_at(level),
+        loads=[evidence.loads[level]],
+    )
 
 
 @dataclass(frozen=True)
@@ -91,9 +120,10 @@ class Attempts:
         return self.failed / self.attempts if self.attempts else 0.0
 
 
-def _request(s: Sample) -> tuple[str, str, int, int, int]:
-    """Which request of the plan a sample measures (a round without rounds is round 0)."""
-    return (s.variant, s.prompt_class, s.prompt_index, s.round or 0, s.repeat)
+def _request(s: Sample) -> tuple[str, str, int, int, int, int]:
+    """Which request of the plan a sample measures (a run without rounds is round 0, one
+    without loads level 0)."""
+    return (s.variant, s.prompt_class, s.prompt_index, s.round or 0, s.repeat, s.level or 0)
 
 
 def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
@@ -128,6 +158,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         windows=windows,
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
+        loads=spec.loads,
     )
 
 
@@ -143,6 +174,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["paired"] = False
     if evidence.concurrency > 1:  # unset for one stream: its samples files keep their bytes
         header["concurrency"] = evidence.concurrency
+    if len(evidence.loads) > 1:  # unset for one load, likewise
+        header["loads"] = evidence.loads
     lines = [json.dumps(header)]
     for variant, windows in evidence.windows.items():
         lines += [
@@ -187,6 +220,7 @@ class _Header(Model):
     classes: list[str]
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
+    loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
 
 
 def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
@@ -210,6 +244,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         header.classes,
         paired=header.paired,
         concurrency=header.concurrency,
+        loads=header.loads,
     )
     for number, line in enumerate(lines[1:], start=2):
         entry = _line(path, number, line)

@@ -14,13 +14,14 @@ from typing import Any
 from kbgen.bench import metrics
 from kbgen.bench.samples import Sample
 from kbgen.kb.models import (
+    LoadMeasurements,
     MeasuredMetric,
     Measurements,
     MetricStats,
     SpecDecodeStats,
 )
 from kbgen.record import stats
-from kbgen.record.evidence import Evidence
+from kbgen.record.evidence import Evidence, at_level
 
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
 PER_REQUEST: tuple[MeasuredMetric, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
@@ -48,7 +49,10 @@ def metric_stats(values: dict[str, Any]) -> MetricStats:
 
 
 def measurements(evidence: Evidence) -> Measurements:
-    """variant → class → metric → statistics, from the final successful samples."""
+    """variant → class → metric → statistics, from the final successful samples (a sweep's at
+    its first load level: `by_load` gives each)."""
+    if len(evidence.loads) > 1:
+        return measurements(at_level(evidence, 0))
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     final = evidence.final()[0]
     by_round: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
@@ -88,6 +92,16 @@ def measurements(evidence: Evidence) -> Measurements:
                     by_metric = out.setdefault(variant, {}).setdefault(cls, {})
                     by_metric[metric] = metric_stats(stats.describe(series))
     return out
+
+
+def by_load(evidence: Evidence) -> list[LoadMeasurements]:
+    """A sweep's measurements at each of its load levels (none for a run of one load)."""
+    if len(evidence.loads) == 1:
+        return []
+    return [
+        LoadMeasurements(load=load, measurements=measurements(at_level(evidence, level)))
+        for level, load in enumerate(evidence.loads)
+    ]
 
 
 def window_throughput(samples: list[Sample]) -> float | None:

@@ -1,9 +1,9 @@
 """`kbgen record --check`: recompute a record's numbers from the samples file beside it.
 
 One located problem per number that differs from what its samples give, so a reviewer can
-confirm every figure — measurements, speculative-decoding statistics, the verdict per class —
-without the original machine. Records whose figures were reported or imported as summaries have
-nothing to recompute.
+confirm every figure — measurements, speculative-decoding statistics, the verdict per class, a
+sweep's cells and best configurations — without the original machine. Records whose figures
+were reported or imported as summaries have nothing to recompute.
 """
 
 from __future__ import annotations
@@ -24,10 +24,16 @@ from kbgen.record.evidence import read_samples, read_samples_file
 # what is recomputed: every figure, and of the verdict its outcomes
 RECOMPUTED: dict[str, Any] = {
     "measurements": True,
+    "by_load": True,
     "spec_decode": True,
     "verdict": {
         "outcome": True,
+        "variant": True,
+        "load": True,
         "per_class": True,
+        "family": True,
+        "cells": True,
+        "best": True,
         "unit": True,
         "estimator": True,
         "interval": True,
@@ -66,6 +72,7 @@ def recompute(path: Path) -> list[Problem]:
     recomputed = record.model_copy(
         update={
             "measurements": figures.measurements(evidence),
+            "by_load": figures.by_load(evidence),
             "spec_decode": figures.spec_decode(evidence),
             "verdict": verdict.judge(
                 evidence,

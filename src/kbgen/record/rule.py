@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kbgen.bench.metrics import Counters
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import Hypothesis, Outcome, Unit
+from kbgen.kb.models import Family, Hypothesis, Outcome, Unit
 from kbgen.record import stats
 from kbgen.record.stats import RESAMPLES, Effect
 
@@ -476,6 +476,25 @@ def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
         f"{interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} "
         "(the claimed change is ruled out). Inconclusive: it contains "
         f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {OVERALL}"
+    )
+
+
+def family_text(family: Family, unit: Unit) -> str:
+    """How a sweep keeps its many comparisons from deciding by chance, and what `best` means,
+    in words, for the record."""
+    units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
+    return (
+        f"Sweep: {family.comparisons} comparisons per class (every variant at every load "
+        f"against the baseline at the same load), each cell decided by its "
+        f"{family.cell_confidence:.2%} interval (Bonferroni: 1 - {1 - CONFIDENCE:.0%} / "
+        f"{family.comparisons}), so that the chance of any wrong decisive cell in a class stays "
+        f"within {1 - CONFIDENCE:.0%}; the intervals shown are these. The headline (`variant`, "
+        "`per_class`) is the variant that goes furthest in the hypothesised direction at the "
+        "first load. Best per load: the configuration, the baseline included, with the highest "
+        f"mean log {units}' value over classes; its probability is its share of "
+        f"{RESAMPLES:,} resamples of {units} (paired across every arm, within each class) that "
+        f"it wins; ties are the configurations it does not beat in at least 1 - "
+        f"{1 - CONFIDENCE:.0%} / (configurations - 1) of them."
     )
 
 

@@ -9,14 +9,51 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import ClassVerdict, Hypothesis, Measurements, Outcome, Unit, Verdict
-from kbgen.record import rule, stats
-from kbgen.record.evidence import Attempts, Evidence
+from kbgen.kb.models import (
+    Cell,
+    ClassVerdict,
+    Family,
+    Hypothesis,
+    Load,
+    Measurements,
+    Outcome,
+    Unit,
+    Verdict,
+)
+from kbgen.record import best, rule, stats
+from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
 from kbgen.record.rule import CONFIDENCE, ESTIMATOR, Cells
 from kbgen.record.stats import RESAMPLES, Effect
+
+
+def unit_of(evidence: Evidence, hypothesis: Hypothesis) -> Unit:
+    """What the intervals resample: rounds for aggregate throughput, else prompts (requests
+    where the arms cannot be paired)."""
+    if hypothesis.primary_metric == "output_tok_s":
+        return "round"
+    return "prompt" if evidence.paired else "request"
+
+
+@dataclass
+class Compared:
+    """One variant against the baseline at one load: its classes' verdicts, the reasons that
+    make its outcome inconclusive and its caveats (each `ABOUT: what`)."""
+
+    per_class: dict[str, ClassVerdict]
+    reasons: list[str]
+    notes: list[str]
+
+    def held(self, cls: str, arms: Sequence[str]) -> str | None:
+        """The first reason that concerns class `cls` or one of the `arms`, without its subject."""
+        for said in self.reasons:
+            about, _, what = said.partition(": ")
+            if about == cls or about in arms:
+                return what if about == cls else said
+        return None
 
 
 def judge(
@@ -28,27 +65,15 @@ def judge(
 ) -> Verdict:
     """The verdict on the evidence's final samples, every guard applied (see `rule.rule_text`).
 
-    `temperature`: the workload's; at 0 the arms' outputs are compared by hash.
+    `temperature`: the workload's; at 0 the arms' outputs are compared by hash. One variant at
+    one load is an A/B: each class decided at `CONFIDENCE`. More (a sweep) is a family of
+    comparisons per class, each decided at Bonferroni's level (`sweep`).
     """
-    final = evidence.final()[0]
-    metric = hypothesis.primary_metric
-    unit: Unit = "round" if metric == "output_tok_s" else "prompt" if evidence.paired else "request"
-    reasons: list[str] = []
-    notes: list[str] = []
-    for variant in evidence.variants:
-        _tell(variant, rule.on_windows(evidence.windows.get(variant, [])), reasons, notes)
-    attempts = evidence.attempts()
-    per_class: dict[str, ClassVerdict] = {}
-    for cls in evidence.classes:
-        case = _case(evidence, cls, final, attempts, hypothesis, unit, temperature)
-        decided = _decide(cls, case, unit, resamples, reasons, notes)
-        if decided is not None:
-            per_class[cls] = decided
-    if unit == "prompt" and per_class and all((c.rounds or 1) < 2 for c in per_class.values()):
-        notes.append(
-            "one round: the arms ran one after the other, so time is confounded with the arm "
-            "(no drift check)"
-        )
+    if len(evidence.challengers) * len(evidence.loads) > 1:
+        return sweep(evidence, hypothesis, caveats, temperature, resamples)
+    unit = unit_of(evidence, hypothesis)
+    compared = compare(evidence, evidence.challenger, hypothesis, temperature, resamples)
+    per_class, reasons = compared.per_class, compared.reasons
     return Verdict(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], reasons),
         variant=evidence.challenger,
@@ -56,7 +81,7 @@ def judge(
         confidence=CONFIDENCE,
         rule=rule.rule_text(hypothesis, unit),
         per_class=per_class,
-        caveats=list(dict.fromkeys([*caveats, *reasons, *notes])),
+        caveats=list(dict.fromkeys([*caveats, *reasons, *compared.notes])),
         unit=unit,
         estimator=ESTIMATOR[unit],
         interval=list(dict.fromkeys(c.interval for c in per_class.values() if c.interval)),
@@ -65,12 +90,171 @@ def judge(
     )
 
 
+def compare(
+    evidence: Evidence,
+    variant: str,
+    hypothesis: Hypothesis,
+    temperature: float | None,
+    resamples: int,
+    confidence: float = CONFIDENCE,
+) -> Compared:
+    """`variant` against the baseline over the evidence of one load, each class decided by its
+    interval at `confidence` and every guard."""
+    final = evidence.final()[0]
+    unit = unit_of(evidence, hypothesis)
+    reasons: list[str] = []
+    notes: list[str] = []
+    for arm in (evidence.baseline, variant):
+        _tell(arm, rule.on_windows(evidence.windows.get(arm, [])), reasons, notes)
+    attempts = evidence.attempts()
+    per_class: dict[str, ClassVerdict] = {}
+    for cls in evidence.classes:
+        case = _case(evidence, variant, cls, final, attempts, hypothesis, unit, temperature)
+        decided = _decide(cls, case, unit, resamples, reasons, notes, confidence)
+        if decided is not None:
+            per_class[cls] = decided
+    if unit == "prompt" and per_class and all((c.rounds or 1) < 2 for c in per_class.values()):
+        notes.append(
+            "one round: the arms ran one after the other, so time is confounded with the arm "
+            "(no drift check)"
+        )
+    return Compared(per_class, reasons, notes)
+
+
+def sweep(
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    caveats: list[str],
+    temperature: float | None = None,
+    resamples: int = RESAMPLES,
+) -> Verdict:
+    """Every variant against the baseline at every load, in every class: the cells, each
+    decided by its simultaneous (Bonferroni) interval, so that the chance of any wrong decisive
+    cell in a class stays within 1 - CONFIDENCE; per load the best configuration with its
+    probability (`best.choose`). `variant` and `per_class` are the headline: at the first load,
+    the variant whose classes' effects go furthest in the hypothesised direction."""
+    unit = unit_of(evidence, hypothesis)
+    comparisons = len(evidence.challengers) * len(evidence.loads)
+    confidence = 1 - (1 - CONFIDENCE) / comparisons
+    compared: dict[tuple[str, int], Compared] = {}
+    cells: list[Cell] = []
+    for level, load in enumerate(evidence.loads):
+        here = at_level(evidence, level)
+        for variant in evidence.challengers:
+            found = compare(here, variant, hypothesis, temperature, resamples, confidence)
+            compared[(variant, level)] = found
+            for cls in evidence.classes:
+                cells.append(_cell(variant, load, cls, found, evidence.baseline))
+    headline = max(
+        evidence.challengers,
+        key=lambda v: _going(compared[(v, 0)].per_class.values(), hypothesis),
+    )
+    chosen = compared[(headline, 0)]
+    notes = list(chosen.notes)
+    for (variant, level), found in compared.items():
+        if (variant, level) != (headline, 0):
+            where = _where(variant, evidence.loads[level])
+            notes += [f"{where}, {said}" for said in [*found.reasons, *found.notes]]
+    per_class = chosen.per_class
+    family = Family(method="bonferroni", comparisons=comparisons, cell_confidence=confidence)
+    return Verdict(
+        outcome=overall([Outcome(c.outcome) for c in per_class.values()], chosen.reasons),
+        variant=headline,
+        method="bootstrap",
+        confidence=CONFIDENCE,
+        rule=rule.rule_text(hypothesis, unit) + " " + rule.family_text(family, unit),
+        per_class=per_class,
+        caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
+        unit=unit,
+        estimator=ESTIMATOR[unit],
+        interval=list(
+            dict.fromkeys(
+                c.interval for f in compared.values() for c in f.per_class.values() if c.interval
+            )
+        ),
+        guards=rule.guard_texts(hypothesis, unit),
+        reasons=list(dict.fromkeys(chosen.reasons)),
+        **known(load=evidence.loads[0] or None),
+        family=family,
+        cells=cells,
+        best=[
+            b
+            for level, load in enumerate(evidence.loads)
+            if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
+            and (
+                b := best.choose(
+                    load, _unit_means(at_level(evidence, level), hypothesis, unit), hypothesis
+                )
+            )
+            is not None
+        ],
+    )
+
+
+def _unit_means(evidence: Evidence, hypothesis: Hypothesis, unit: Unit) -> best.UnitMeans:
+    """arm -> class -> unit -> the unit's mean of the primary metric, over the final samples."""
+    final = evidence.final()[0]
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for arm in evidence.variants:
+        for cls in evidence.classes:
+            mine = [s for s in final if (s.variant, s.prompt_class) == (arm, cls)]
+            cells = _cells(mine, hypothesis.primary_metric, unit)
+            out.setdefault(arm, {})[cls] = {u: _mean(r.values()) for u, r in cells.items()}
+    return out
+
+
+def _cell(variant: str, load: Load, cls: str, found: Compared, baseline: str) -> Cell:
+    """The cell of `variant` at `load` in `cls`: its class verdict, inconclusive where a reason
+    holds the comparison (a token mismatch of either arm, a class without usable data)."""
+    decided = found.per_class.get(cls)
+    held = found.held(cls, (baseline, variant))
+    if decided is None:
+        return Cell.model_validate(
+            {
+                "variant": variant,
+                "load": load,
+                "class": cls,
+                "outcome": Outcome.INCONCLUSIVE,
+                "reason": held or "no usable data",
+            }
+        )
+    return Cell.model_validate(
+        {
+            "variant": variant,
+            "load": load,
+            "class": cls,
+            "outcome": Outcome.INCONCLUSIVE if held else decided.outcome,
+            **known(
+                effect=decided.effect,
+                ci_low=decided.ci_low,
+                ci_high=decided.ci_high,
+                reason=held or decided.reason,
+            ),
+        }
+    )
+
+
+def _going(verdicts: Iterable[ClassVerdict], hypothesis: Hypothesis) -> float:
+    """How far a variant's classes go in the hypothesised direction: the mean of their effects
+    on the log scale, as the hypothesis reads them (-inf without one)."""
+    logs = [rule.toward(hypothesis, math.log1p(v.effect)) for v in verdicts if v.effect > -1]
+    return math.fsum(logs) / len(logs) if logs else -math.inf
+
+
+def _where(variant: str, load: Load) -> str:
+    """A cell's variant and load in words: `ngram-k3 at concurrency 8`."""
+    if not load:
+        return variant
+    return f"{variant} at " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in load.items())
+
+
 def decide_class(
     baseline: Cells,
     variant: Cells,
     hypothesis: Hypothesis,
     unit: Unit = "prompt",
     resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
 ) -> tuple[ClassVerdict, list[str]]:
     """One class's verdict from its paired units, with the guards on its effect applied, and the
     caveats they raise. Units count only with values in both arms; a class with too few is
@@ -81,7 +265,7 @@ def decide_class(
     effect = stats.paired_effect(
         [_mean(baseline[u].values()) for u in paired],
         [_mean(variant[u].values()) for u in paired],
-        CONFIDENCE,
+        confidence,
         resamples,
         n_baseline=sum(len(r) for u in paired for r in baseline[u].values()),
         n_variant=sum(len(r) for u in paired for r in variant[u].values()),
@@ -99,7 +283,9 @@ def decide_class(
             ci_high=rounded(effect.ci_high),
             drift=None if drift is None else rounded(drift.most),
             reason=found.hold or why or None,
-            prompts_needed=_needed(effect, hypothesis, rule.minimum_units(hypothesis, unit))
+            prompts_needed=_needed(
+                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence
+            )
             if outcome == Outcome.INCONCLUSIVE and found.lifts
             else None,
         ),
@@ -172,20 +358,24 @@ def _tell(about: str, found: rule.Finding, reasons: list[str], notes: list[str])
 
 def _case(
     evidence: Evidence,
+    variant: str,
     cls: str,
     final: list[Sample],
-    attempts: Mapping[tuple[str, str], Attempts],
+    attempts: Mapping[tuple[str, str, int], Attempts],
     hypothesis: Hypothesis,
     unit: Unit,
     temperature: float | None,
 ) -> rule.Case:
     """One class's final samples per arm, its failure rates, and at temperature 0 the arms'
     output agreement."""
-    arms = (evidence.baseline, evidence.challenger)
+    arms = (evidence.baseline, variant)
     mine = {arm: [s for s in final if (s.variant, s.prompt_class) == (arm, cls)] for arm in arms}
-    base, variant = (attempts[(a, cls)].failure_rate if (a, cls) in attempts else 0.0 for a in arms)
+    rates = [
+        next((a.failure_rate for k, a in attempts.items() if k[:2] == (arm, cls)), 0.0)
+        for arm in arms
+    ]
     agreement = _agreement(mine) if unit == "prompt" and temperature == 0 else None
-    return rule.Case(hypothesis, arms, mine, (base, variant), agreement)
+    return rule.Case(hypothesis, arms, mine, (rates[0], rates[1]), agreement)
 
 
 def _decide(
@@ -195,6 +385,7 @@ def _decide(
     resamples: int,
     reasons: list[str],
     notes: list[str],
+    confidence: float = CONFIDENCE,
 ) -> ClassVerdict | None:
     """One class's verdict, every guard on its samples, values and effect applied (None when it
     has no usable values); what the guards found is added to `reasons` and `notes`."""
@@ -212,9 +403,9 @@ def _decide(
     if not values.paired:
         return None
     if unit == "request":
-        decided, raised = _unpaired(*values.cells, hypothesis)
+        decided, raised = _unpaired(*values.cells, hypothesis, confidence)
     else:
-        decided, raised = decide_class(*values.cells, hypothesis, unit, resamples)
+        decided, raised = decide_class(*values.cells, hypothesis, unit, resamples, confidence)
     notes += [f"{cls}: {c}" for c in raised]
     if found.hold:  # more prompts would not lift it: no prompts_needed
         decided = decided.model_copy(
@@ -320,14 +511,16 @@ def _disagreement(baseline: Cells, variant: Cells, paired: list[int]) -> tuple[f
     return (max(effects) - min(effects) if effects else 0.0), len(effects)
 
 
-def _needed(effect: Effect, hypothesis: Hypothesis, at_least: int) -> int | None:
+def _needed(
+    effect: Effect, hypothesis: Hypothesis, at_least: int, confidence: float = CONFIDENCE
+) -> int | None:
     """About how many units would decide at the minimum effect, from the spread between them
     (never fewer than the rule's minimum, `at_least`)."""
     threshold = rule.toward(hypothesis, hypothesis.minimum_effect)
     if threshold <= -1 or effect.effect <= -1:
         return None
     distance = abs(math.log1p(effect.effect) - math.log1p(threshold))
-    needed = stats.units_needed(effect.spread, distance, CONFIDENCE)
+    needed = stats.units_needed(effect.spread, distance, confidence)
     return None if needed is None else max(needed, at_least)
 
 
@@ -345,12 +538,12 @@ def _agreement(mine: Mapping[str, list[Sample]]) -> rule.Agreement:
 
 
 def _unpaired(
-    baseline: Cells, variant: Cells, hypothesis: Hypothesis
+    baseline: Cells, variant: Cells, hypothesis: Hypothesis, confidence: float = CONFIDENCE
 ) -> tuple[ClassVerdict, list[str]]:
     """A class of unpaired requests (each its own prompt): a two-sample bootstrap over them."""
     b = [_mean(per_round.values()) for per_round in baseline.values()]
     v = [_mean(per_round.values()) for per_round in variant.values()]
-    effect = stats.relative_effect(b, v, CONFIDENCE)
+    effect = stats.relative_effect(b, v, confidence)
     outcome, why = rule.interval_outcome(effect, hypothesis)
     found = rule.on_effect(
         rule.Decision(hypothesis, "request", effect, outcome, min(len(b), len(v)))

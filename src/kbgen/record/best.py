@@ -1,0 +1,71 @@
+"""The best configuration at one load of a sweep, and how sure that is: a distribution, not a max.
+
+Numbers in, a `Best` out. Every configuration (the baseline included) is scored by the mean over
+classes of its units' mean log value (the prompt, or the round: paired across every arm); the
+prompts are resampled within each class, the same draw for every arm, and each resample names
+its best. `probability_best` is the share of resamples the point estimate's best wins; the ties
+are the configurations it does not beat in at least 1 - (1 - CONFIDENCE) / (arms - 1) of them
+(a one-sided Bonferroni over the comparisons with the best).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from kbgen.kb.models import Best, Hypothesis, Load
+from kbgen.record.rule import CONFIDENCE
+from kbgen.record.stats import BOOTSTRAP_SEED, RESAMPLES
+
+# arm -> class -> unit (prompt index or round) -> the unit's mean value of the primary metric
+UnitMeans = Mapping[str, Mapping[str, Mapping[int, float]]]
+
+
+def choose(
+    load: Load,
+    means: UnitMeans,
+    hypothesis: Hypothesis,
+    excluded: list[str] | None = None,
+    resamples: int = RESAMPLES,
+) -> Best | None:
+    """The best of the arms in `means` (those `excluded` by a constraint left out) at `load`;
+    None with fewer than two arms left, or no class with two units that every arm measured."""
+    import numpy as np
+
+    excluded = excluded or []
+    arms = [a for a in means if a not in excluded]
+    if len(arms) < 2:
+        return None
+    sign = 1.0 if hypothesis.direction == "increase" else -1.0
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    point = np.zeros(len(arms))
+    drawn = np.zeros((len(arms), resamples))
+    classes = 0
+    for cls in sorted({c for a in arms for c in means[a]}):
+        units = sorted(set.intersection(*(set(means[a].get(cls, {})) for a in arms)))
+        if len(units) < 2:
+            continue
+        logs = np.array([[math.log(means[a][cls][u]) for u in units] for a in arms])
+        picks = rng.integers(0, len(units), size=(resamples, len(units)))
+        point += logs.mean(axis=1)
+        for i in range(len(arms)):  # one arm at a time: resamples x units values at most
+            drawn[i] += logs[i][picks].mean(axis=1)
+        classes += 1
+    if not classes:
+        return None
+    point, drawn = sign * point / classes, sign * drawn / classes
+    top = int(np.argmax(point))
+    wins = np.argmax(drawn, axis=0)
+    beaten = 1 - (1 - CONFIDENCE) / (len(arms) - 1)
+    ties = [
+        arm
+        for i, arm in enumerate(arms)
+        if i != top and float(np.mean(drawn[top] > drawn[i])) < beaten
+    ]
+    return Best(
+        load=load,
+        variant=arms[top],
+        probability_best=round(float(np.mean(wins == top)), 4),
+        ties=ties,
+        excluded=list(excluded),
+    )
