@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from kbgen.kb.models import Hypothesis, Outcome, Record
+from kbgen.kb.models import Hypothesis, Load, Outcome, Record
 from kbgen.record import evidence as evidence_module
 from kbgen.record import verdict
 from kbgen.record.rule import CONFIDENCE
@@ -23,7 +23,7 @@ HYPOTHESIS = Hypothesis(
     direction="increase",
     minimum_effect=0.05,
 )
-LOADS = [{"concurrency": 1}, {"concurrency": 8}]
+LOADS: list[Load] = [{"concurrency": 1}, {"concurrency": 8}]
 
 
 def test_every_variant_is_judged_at_every_load_and_the_best_is_found() -> None:

@@ -14,8 +14,9 @@ import math
 from collections.abc import Mapping
 
 from kbgen.kb.models import Best, Hypothesis, Load
+from kbgen.record import stats
 from kbgen.record.rule import CONFIDENCE
-from kbgen.record.stats import BOOTSTRAP_SEED, RESAMPLES
+from kbgen.record.stats import RESAMPLES
 
 # arm -> class -> unit (prompt index or round) -> the unit's mean value of the primary metric
 UnitMeans = Mapping[str, Mapping[str, Mapping[int, float]]]
@@ -30,42 +31,25 @@ def choose(
 ) -> Best | None:
     """The best of the arms in `means` (those `excluded` by a constraint left out) at `load`;
     None with fewer than two arms left, or no class with two units that every arm measured."""
-    import numpy as np
-
     excluded = excluded or []
     arms = [a for a in means if a not in excluded]
     if len(arms) < 2:
         return None
     sign = 1.0 if hypothesis.direction == "increase" else -1.0
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    point = np.zeros(len(arms))
-    drawn = np.zeros((len(arms), resamples))
-    classes = 0
+    classes = []
     for cls in sorted({c for a in arms for c in means[a]}):
         units = sorted(set.intersection(*(set(means[a].get(cls, {})) for a in arms)))
-        if len(units) < 2:
-            continue
-        logs = np.array([[math.log(means[a][cls][u]) for u in units] for a in arms])
-        picks = rng.integers(0, len(units), size=(resamples, len(units)))
-        point += logs.mean(axis=1)
-        for i in range(len(arms)):  # one arm at a time: resamples x units values at most
-            drawn[i] += logs[i][picks].mean(axis=1)
-        classes += 1
+        if len(units) >= 2:
+            classes.append([[sign * math.log(means[a][cls][u]) for u in units] for a in arms])
     if not classes:
         return None
-    point, drawn = sign * point / classes, sign * drawn / classes
-    top = int(np.argmax(point))
-    wins = np.argmax(drawn, axis=0)
+    top, wins, beats = stats.best_of(classes, resamples)
     beaten = 1 - (1 - CONFIDENCE) / (len(arms) - 1)
-    ties = [
-        arm
-        for i, arm in enumerate(arms)
-        if i != top and float(np.mean(drawn[top] > drawn[i])) < beaten
-    ]
+    ties = [arm for i, arm in enumerate(arms) if i != top and beats[i] < beaten]
     return Best(
         load=load,
         variant=arms[top],
-        probability_best=round(float(np.mean(wins == top)), 4),
+        probability_best=round(wins, 4),
         ties=ties,
         excluded=list(excluded),
     )

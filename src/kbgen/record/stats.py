@@ -201,3 +201,28 @@ def relative_effect(
         if not (math.isnan(low) or math.isnan(high)):
             break
     return Effect(effect, low, high, int(a.size), int(b.size), used)
+
+
+def best_of(
+    classes: Sequence[Sequence[Sequence[float]]], resamples: int = RESAMPLES
+) -> tuple[int, float, list[float]]:
+    """The best of several arms, resampled: `classes[c][arm][unit]` are values, higher better
+    (log values, paired by unit across the arms). An arm's score is the mean over classes of its
+    units' mean. Units are drawn with replacement within each class, the same draw for every
+    arm (seeded). Returns the top arm of the point scores, the share of resamples it tops, and
+    for every arm the share of resamples in which the top arm scores above it."""
+    import numpy as np
+
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    arms = len(classes[0])
+    point = np.zeros(arms)
+    drawn = np.zeros((arms, resamples))
+    for values in classes:
+        logs = np.asarray(values, dtype=float)
+        picks = rng.integers(0, logs.shape[1], size=(resamples, logs.shape[1]))
+        point += logs.mean(axis=1)
+        for i in range(arms):  # one arm at a time: resamples x units values at most
+            drawn[i] += logs[i][picks].mean(axis=1)
+    top = int(np.argmax(point))
+    wins = float(np.mean(np.argmax(drawn, axis=0) == top))
+    return top, wins, [float(np.mean(drawn[top] > drawn[i])) for i in range(arms)]
