@@ -6,13 +6,15 @@ import gzip
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.kb import store
-from kbgen.record import command, recompute
+from kbgen.record import command, recompute, write
+from tests.support import sweeps
 from tests.support.records import load_record
 from tests.support.runs import make_run
 
@@ -48,6 +50,25 @@ def test_check_refuses_a_tampered_samples_file(tmp_path: Path, records: Path) ->
     samples.write_bytes(gzip.compress(b"{}\n"))
     [problem] = recompute.recompute(path)
     assert problem.field == "raw_samples.sha256" and problem.line is not None
+
+
+def test_check_recomputes_a_sweep_s_front(records: Path) -> None:
+    """A sweep's throughput-latency points are figures like any other: recomputed from the
+    samples file, an edit caught."""
+    truth = {"base": [10.0, 14.0], "k3": [8.0, 16.0]}
+    evidence = sweeps.closed_loop(
+        np.random.default_rng(1), truth, [{"concurrency": 1}, {"concurrency": 4}]
+    )
+    record = sweeps.record(evidence, samples=True)
+    assert record.verdict is not None and len(record.verdict.pareto) == 4
+    path = write.write(records / "a-sweep.yaml", record, evidence)
+    assert recompute.recompute(path) == []
+    doc = store.load_document(path)
+    doc.data["verdict"]["pareto"][1]["on_front"] = not record.verdict.pareto[1].on_front
+    doc.data["verdict"]["pareto"][2]["tpot_ms_p99"] = 1.0
+    store.save(doc)
+    found = {p.field for p in recompute.recompute(path)}
+    assert found == {"verdict.pareto[1].on_front", "verdict.pareto[2].tpot_ms_p99"}
 
 
 @pytest.mark.integration

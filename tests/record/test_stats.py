@@ -98,3 +98,38 @@ def test_paired_effect_degenerate_inputs() -> None:
 )
 def test_units_needed(spread: float | None, distance: float, needed: int | None) -> None:
     assert stats.units_needed(spread, distance) == needed
+
+
+@pytest.mark.parametrize("q", [0.0, 0.5, 0.99, 1.0])
+def test_a_drawn_quantile_is_numpy_s_of_the_values_repeated(q: float) -> None:
+    """Each request counted as often as its unit is drawn: the quantile is the one of the values
+    so repeated (and none where no unit is drawn)."""
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(0, 0.5, 30)
+    of = rng.integers(0, 6, 30)
+    counts = rng.integers(0, 3, (50, 6)).astype(float)
+    counts[1:, 0] += 1  # a unit drawn in every resample but the first
+    counts[0] = 0
+    got = stats._drawn_quantile(counts, list(of), list(values), q)
+    assert np.isnan(got[0])
+    for row, value in zip(counts[1:], got[1:], strict=True):
+        repeated = np.repeat(values, row[of].astype(int))
+        assert value == pytest.approx(np.percentile(repeated, q * 100))
+
+
+def test_dominance_shares_of_a_point_better_on_both_and_of_a_twin() -> None:
+    """Twice the tokens per second at half the latency, on every unit: dominates always; a point
+    against its own copy: never (better in one is needed)."""
+    strata = [0, 0, 0, 1, 1, 1]
+    tokens, seconds = [10.0] * 6, [1.0, 2.0, 1.5, 1.0, 3.0, 2.0]
+    units, lags = list(range(6)), [5.0, 6.0, 7.0, 5.0, 9.0, 6.0]
+    shares = stats.dominance_shares(
+        strata,
+        [(1.0, tokens, seconds), (2.0, tokens, seconds), (1.0, tokens, seconds)],
+        [(units, lags), (units, [x / 2 for x in lags]), (units, lags)],
+        0.99,
+        0.95,
+        resamples=500,
+    )
+    assert shares[1][0] == 1.0 and shares[1][2] == 1.0 and shares[0][1] == 0.0
+    assert shares[0][2] == shares[2][0] == 0.0

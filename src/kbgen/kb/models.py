@@ -928,6 +928,66 @@ class Best(Model):
     )
 
 
+class Configuration(Model):
+    """One configuration of a sweep: a variant at a load level."""
+
+    variant: VariantName = Field(description="The variant.")
+    load: Load = Field(
+        default_factory=dict,
+        description="The load level (empty: one load).",
+        examples=[{"concurrency": 8}],
+    )
+
+
+class ParetoPoint(Model):
+    """One configuration of a sweep as a point of throughput against latency, and whether it is on
+    the front: whether another configuration beats it on both with confidence."""
+
+    variant: VariantName = Field(description="The variant (the baseline included).")
+    load: Load = Field(
+        default_factory=dict,
+        description="The load level (empty: one load).",
+        examples=[{"concurrency": 8}],
+    )
+    output_tok_s: Finite = Field(
+        ge=0,
+        description="Aggregate output tokens/s over every class: the output tokens of its "
+        "requests over the time at least one of them was in flight.",
+        examples=[412.5],
+    )
+    tpot_ms_median: Finite = Field(
+        ge=0, description="Median TPOT (ms) of its requests, every class pooled."
+    )
+    tpot_ms_p99: Finite = Field(
+        ge=0,
+        description="99th percentile TPOT (ms) of its requests, every class pooled: the front's "
+        "latency.",
+    )
+    ttft_ms_median: Finite | None = Field(
+        default=None, ge=0, description="Median TTFT (ms) of its requests, every class pooled."
+    )
+    ttft_ms_p99: Finite | None = Field(
+        default=None,
+        ge=0,
+        description="99th percentile TTFT (ms) of its requests, every class pooled.",
+    )
+    on_front: Bool = Field(
+        description="Whether it is on the front: no other configuration dominates it with "
+        "confidence (see `dominated_by`)."
+    )
+    dominance: Finite = Field(
+        ge=0,
+        le=1,
+        description="The largest share of resamples of prompts in which one other "
+        "configuration dominates it (at least its throughput and at most its p99 TPOT, better "
+        "in one).",
+    )
+    dominated_by: list[Configuration] = Field(
+        default_factory=list,
+        description="The configurations that dominate it with confidence; empty on the front.",
+    )
+
+
 class Verdict(Model):
     """The decision the evidence supports, with the rule that produced it."""
 
@@ -987,6 +1047,12 @@ class Verdict(Model):
     best: list[Best] = Field(
         default_factory=list,
         description="A sweep: per load level, the best configuration with its probability.",
+    )
+    pareto: list[ParetoPoint] = Field(
+        default_factory=list,
+        description="A sweep measured by kbgen: every configuration (variant at load) as "
+        "aggregate output tokens/s against latency, and the front of those no other dominates "
+        "with confidence. Empty for an A/B, and where the requests share no clock (an import).",
     )
 
     def limits(self) -> list[tuple[str | None, list[str]]]:
@@ -1212,6 +1278,18 @@ class Record(Model):
                 if cell.variant not in variants:
                     message = f"{cell.variant!r} is not a variant"
                     errors.append((("verdict", "cells", i, "variant"), message))
+            for i, point in enumerate(self.verdict.pareto if self.verdict else []):
+                for loc, name in [
+                    (("variant",), point.variant),
+                    *(
+                        (("dominated_by", j, "variant"), d.variant)
+                        for j, d in enumerate(point.dominated_by)
+                    ),
+                ]:
+                    if name not in variants:
+                        errors.append(
+                            (("verdict", "pareto", i, *loc), f"{name!r} is not a variant")
+                        )
         fail_at("Record", errors)
         return self
 

@@ -58,11 +58,9 @@ def measurements(evidence: Evidence) -> Measurements:
     by_round: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
     for sample in final:
         by_round[(sample.variant, sample.prompt_class, sample.round or 0)].append(sample)
-    # the aggregate throughput, one value per round (its unit): only for kbgen's own runs, whose
-    # windows say how long they were (an import's request times share no clock)
-    timed = any(w.window_s is not None for ws in evidence.windows.values() for w in ws)
+    # the aggregate throughput, one value per round (its unit)
     steady = steady_states(evidence.samples, evidence.concurrency)
-    for (variant, cls, _), group in sorted(by_round.items()) if timed else []:
+    for (variant, cls, _), group in sorted(by_round.items()) if timed(evidence) else []:
         if (throughput := window_throughput(group)) is not None:
             values[(variant, cls, "output_tok_s")].append(throughput)
         if (throughput := steady_throughput(group, steady)) is not None:
@@ -104,6 +102,13 @@ def by_load(evidence: Evidence) -> list[LoadMeasurements]:
     ]
 
 
+def timed(evidence: Evidence) -> bool:
+    """Whether the evidence's request times share a clock, so that an aggregate throughput can
+    be computed from them: kbgen's own runs, whose windows say how long they were (an import's
+    request times share none)."""
+    return any(w.window_s is not None for ws in evidence.windows.values() for w in ws)
+
+
 def window_throughput(samples: list[Sample]) -> float | None:
     """Aggregate output tokens/s of a window's successful samples: their output tokens over the
     time at least one of them was in flight (first send to last done, less idle gaps).
@@ -115,7 +120,7 @@ def window_throughput(samples: list[Sample]) -> float | None:
     spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
     tokens = 0
     for s in samples:
-        end = _end(s)
+        end = end_of(s)
         if s.ok and end is not None and s.output_tokens:
             spans[s.attempt].append((s.sent_ns, end))
             tokens += s.output_tokens
@@ -123,7 +128,7 @@ def window_throughput(samples: list[Sample]) -> float | None:
     return tokens / (busy / 1e9) if busy > 0 else None
 
 
-def _end(sample: Sample) -> int | None:
+def end_of(sample: Sample) -> int | None:
     """When a request stopped occupying its stream: its stream's end, else its last token."""
     if sample.done_ns is not None:
         return sample.done_ns
@@ -155,7 +160,7 @@ def steady_states(samples: list[Sample], concurrency: int) -> dict[Window, tuple
         if len(sends) < concurrency:
             continue
         start, last = sends[concurrency - 1], sends[-1]
-        ends = [end for s in group if (end := _end(s)) is not None and end > last]
+        ends = [end for s in group if (end := end_of(s)) is not None and end > last]
         if ends and min(ends) > start:
             out[key] = (start, min(ends))
     return out
@@ -173,7 +178,7 @@ def steady_throughput(samples: list[Sample], steady: dict[Window, tuple[int, int
     tokens = 0
     for s in samples:
         key = (s.variant, s.round or 0, s.attempt)
-        end = _end(s)
+        end = end_of(s)
         if key not in steady or end is None or not s.ok:
             continue
         start, stop = steady[key]

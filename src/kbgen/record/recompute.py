@@ -2,8 +2,9 @@
 
 One located problem per number that differs from what its samples give, so a reviewer can
 confirm every figure — measurements, speculative-decoding statistics, the verdict per class, a
-sweep's cells and best configurations — without the original machine. Records whose figures
-were reported or imported as summaries have nothing to recompute.
+sweep's cells, best configurations and throughput–latency front — without the original
+machine. Records whose figures were reported or imported as summaries have nothing to
+recompute.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ RECOMPUTED: dict[str, Any] = {
         "family": True,
         "cells": True,
         "best": True,
+        "pareto": True,
         "unit": True,
         "estimator": True,
         "interval": True,

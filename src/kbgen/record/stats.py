@@ -226,3 +226,90 @@ def best_of(
     top = int(np.argmax(point))
     wins = float(np.mean(np.argmax(drawn, axis=0) == top))
     return top, wins, [float(np.mean(drawn[top] > drawn[i])) for i in range(arms)]
+
+
+def dominance_shares(
+    strata: Sequence[int],
+    throughput: Sequence[tuple[float, Sequence[float], Sequence[float]]],
+    latency: Sequence[tuple[Sequence[int], Sequence[float]]],
+    quantile: float,
+    confidence: float,
+    resamples: int = RESAMPLES,
+) -> list[list[float]]:
+    """How often each point dominates each other one, over resamples of units, to be read against
+    `confidence`.
+
+    Units are drawn with replacement within their stratum (`strata[u]`: unit u's), the same
+    draw for every point (seeded). In a resample, point p's throughput is `scale × Σ tokens /
+    Σ seconds` over the drawn units (`throughput[p]` = (scale, tokens per unit, seconds per
+    unit), a unit counted as often as it is drawn), its latency the `quantile` (linear, as
+    numpy's percentile) of its requests' values (`latency[p]` = (each request's unit, its
+    value)), each request counted as often as its unit is drawn. Each resample's departure from
+    the full sample is widened as the expanded percentile bootstrap widens it (`_mean_interval`),
+    by sqrt(n / (n - 1)) × Student-t's quantile at `confidence` over the normal's, n the smallest
+    stratum's units: at the units sweeps have, the bare bootstrap's far tails are too short.
+    Returns `shares[a][b]`: the share of resamples in which a dominates b (throughput at least
+    b's, latency at most b's, better in one); a point without units in a resample dominates
+    nothing and is dominated by nothing in it."""
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    groups = np.asarray(strata, dtype=int)
+    units = groups.size
+    counts = np.zeros((resamples + 1, units))
+    counts[0] = 1  # the full sample, once each
+    smallest = units
+    for stratum in sorted(set(strata)):
+        members = np.flatnonzero(groups == stratum)
+        smallest = min(smallest, members.size)
+        picks = members[rng.integers(0, members.size, size=(resamples, members.size))]
+        flat = (np.arange(resamples)[:, None] * units + picks).ravel()
+        counts[1:] += np.bincount(flat, minlength=resamples * units).reshape(resamples, units)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.array(
+            [
+                scale * (counts @ np.asarray(tokens)) / (counts @ np.asarray(seconds))
+                for scale, tokens, seconds in throughput
+            ]
+        )
+    lags = np.array([_drawn_quantile(counts, of, values, quantile) for of, values in latency])
+    widen = 1.0
+    if smallest > 1:
+        t = float(scipy_stats.t.ppf(confidence, smallest - 1))
+        widen = math.sqrt(smallest / (smallest - 1)) * t / float(scipy_stats.norm.ppf(confidence))
+    rates = rates[:, :1] + widen * (rates[:, 1:] - rates[:, :1])
+    lags = lags[:, :1] + widen * (lags[:, 1:] - lags[:, :1])
+    shares = []
+    for a in range(len(throughput)):
+        row = []
+        for b in range(len(throughput)):
+            at_least = (rates[a] >= rates[b]) & (lags[a] <= lags[b])
+            better = (rates[a] > rates[b]) | (lags[a] < lags[b])
+            row.append(0.0 if a == b else float(np.mean(at_least & better)))
+        shares.append(row)
+    return shares
+
+
+def _drawn_quantile(counts: Any, of: Sequence[int], values: Sequence[float], q: float) -> Any:
+    """Per resample (a row of `counts`: each unit's draws), the `q` quantile of `values`, each
+    counted as often as its unit (`of`) is drawn: numpy's linear percentile of the values so
+    repeated, without repeating them. NaN where none is drawn."""
+    import numpy as np
+
+    order = np.argsort(values, kind="stable")
+    ordered = np.asarray(values, dtype=float)[order]
+    units = np.asarray(of, dtype=int)[order]
+    out = np.full(counts.shape[0], np.nan)
+    step = max(1, BATCH_VALUES // max(1, ordered.size))
+    for start in range(0, counts.shape[0], step):
+        reach = np.cumsum(counts[start : start + step][:, units], axis=1)  # resamples x values
+        total = reach[:, -1]
+        position = q * (total - 1)
+        low = np.floor(position)
+        # the value at repeated position k is the first whose running count exceeds k
+        at_low = np.minimum((reach <= low[:, None]).sum(axis=1), ordered.size - 1)
+        at_high = np.minimum((reach <= low[:, None] + 1).sum(axis=1), ordered.size - 1)
+        value = ordered[at_low] + (position - low) * (ordered[at_high] - ordered[at_low])
+        out[start : start + step] = np.where(total > 0, value, np.nan)
+    return out

@@ -23,7 +23,7 @@ from kbgen.kb.models import (
     Unit,
     Verdict,
 )
-from kbgen.record import best, rule, stats
+from kbgen.record import best, pareto, rule, stats
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
 from kbgen.record.rule import CONFIDENCE, ESTIMATOR, Cells
@@ -131,7 +131,8 @@ def sweep(
     """Every variant against the baseline at every load, in every class: the cells, each
     decided by its simultaneous (Bonferroni) interval, so that the chance of any wrong decisive
     cell in a class stays within 1 - CONFIDENCE; per load the best configuration with its
-    probability (`best.choose`). `variant` and `per_class` are the headline: at the first load,
+    probability (`best.choose`); every configuration's throughput against latency, and their
+    front (`pareto.front`). `variant` and `per_class` are the headline: at the first load,
     the variant whose classes' effects go furthest in the hypothesised direction."""
     unit = unit_of(evidence, hypothesis)
     comparisons = len(evidence.challengers) * len(evidence.loads)
@@ -157,12 +158,14 @@ def sweep(
             notes += [f"{where}, {said}" for said in [*found.reasons, *found.notes]]
     per_class = chosen.per_class
     family = Family(method="bonferroni", comparisons=comparisons, cell_confidence=confidence)
+    points = pareto.front(evidence, resamples)
+    front_rule = f" {pareto.rule_text(len(points))}" if points else ""
     return Verdict(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], chosen.reasons),
         variant=headline,
         method="bootstrap",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit) + " " + rule.family_text(family, unit),
+        rule=rule.rule_text(hypothesis, unit) + " " + rule.family_text(family, unit) + front_rule,
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
         unit=unit,
@@ -174,7 +177,7 @@ def sweep(
         ),
         guards=rule.guard_texts(hypothesis, unit),
         reasons=list(dict.fromkeys(chosen.reasons)),
-        **known(load=evidence.loads[0] or None),
+        **known(load=evidence.loads[0] or None, pareto=points or None),
         family=family,
         cells=cells,
         best=[

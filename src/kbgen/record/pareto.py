@@ -1,0 +1,132 @@
+"""Throughput against latency in a sweep: every configuration as a point, and the front of those
+that no other beats on both with confidence.
+
+Evidence in, `ParetoPoint`s out. A point is one variant (the baseline included) at one load
+level, its classes pooled: its aggregate output tokens/s and the median and p99 of its requests'
+TPOT and TTFT. The throughput is by Little's law, as kbgen's client holds `concurrency` requests
+in flight: concurrency × Σ output tokens / Σ seconds in flight of its requests. Not the window
+throughput: that also counts the window's ramp-up and ramp-down, whose share is the client's
+(how many requests a stream sends), varies from window to window, and no resample of prompts
+sees; held fixed, it made configurations of equal truth differ with false confidence. The
+front's latency is the p99 TPOT. A point leaves the front only when another dominates it (at
+least its throughput, at most its p99 TPOT, better in one) in at least 1 - (1 - CONFIDENCE) /
+(points - 1) of the resamples of prompts: a Bonferroni over the points that could dominate it.
+Prompts are drawn within each class, the same draw for every point (every load sends the same
+prompts), each drawn prompt bringing all of its requests.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from kbgen.kb.models import Configuration, Load, ParetoPoint
+from kbgen.record import stats
+from kbgen.record.evidence import Evidence, at_level
+from kbgen.record.figures import end_of, rounded, timed
+from kbgen.record.rule import CONFIDENCE
+from kbgen.record.stats import RESAMPLES
+
+QUANTILE = 0.99  # the front's latency: the p99 TPOT
+
+
+@dataclass
+class _Point:
+    """One configuration's requests, as the figures and a resample of prompts need them."""
+
+    variant: str
+    load: Load
+    concurrency: int
+    tpot: list[tuple[int, float]] = field(default_factory=list)  # each request's (unit, ms)
+    ttft: list[float] = field(default_factory=list)
+    tokens: dict[int, float] = field(default_factory=dict)  # unit -> output tokens
+    seconds: dict[int, float] = field(default_factory=dict)  # unit -> seconds in flight
+
+    @property
+    def output_tok_s(self) -> float:
+        return self.concurrency * sum(self.tokens.values()) / sum(self.seconds.values())
+
+
+def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
+    """Every configuration of the evidence as a point, in the order of the loads and then of the
+    variants, each on the front or dominated with confidence. None with fewer than two points,
+    or but for kbgen's own runs (`figures.timed`, whose client is the closed loop Little's law
+    reads; an import's tool may have paced its requests), paired by prompt."""
+    if not (evidence.paired and timed(evidence)):
+        return []
+    units: dict[tuple[str, int], int] = {}
+    points = []
+    for level, load in enumerate(evidence.loads):
+        final = at_level(evidence, level).final()[0]
+        for variant in evidence.variants:
+            point = _Point(variant, load, evidence.concurrency_at(level))
+            for s in final:
+                if s.variant != variant:
+                    continue
+                unit = units.setdefault((s.prompt_class, s.prompt_index), len(units))
+                end, measured = end_of(s), s.metrics()
+                if end is not None and end > s.sent_ns and s.output_tokens:
+                    point.tokens[unit] = point.tokens.get(unit, 0.0) + s.output_tokens
+                    point.seconds[unit] = point.seconds.get(unit, 0.0) + (end - s.sent_ns) / 1e9
+                if "tpot_ms" in measured:
+                    point.tpot.append((unit, measured["tpot_ms"]))
+                if "ttft_ms" in measured:
+                    point.ttft.append(measured["ttft_ms"])
+            if point.tokens and point.tpot:
+                points.append(point)
+    if len(points) < 2:
+        return []
+    classes: dict[str, int] = defaultdict(lambda: len(classes))
+    strata = [classes[cls] for cls, _ in units]  # in the order of the units' numbers
+    shares = stats.dominance_shares(
+        strata,
+        [
+            (
+                p.concurrency,
+                [p.tokens.get(u, 0.0) for u in range(len(units))],
+                [p.seconds.get(u, 0.0) for u in range(len(units))],
+            )
+            for p in points
+        ],
+        [([u for u, _ in p.tpot], [v for _, v in p.tpot]) for p in points],
+        QUANTILE,
+        needed := 1 - (1 - CONFIDENCE) / (len(points) - 1),
+        resamples,
+    )
+    return [
+        _point(p, [points[a] for a in range(len(points)) if shares[a][b] >= needed], shares, b)
+        for b, p in enumerate(points)
+    ]
+
+
+def _point(point: _Point, by: list[_Point], shares: list[list[float]], b: int) -> ParetoPoint:
+    tpot = stats.describe([v for _, v in point.tpot])
+    ttft = stats.describe(point.ttft) if point.ttft else {}
+    return ParetoPoint(
+        variant=point.variant,
+        load=point.load,
+        output_tok_s=rounded(point.output_tok_s) or 0.0,
+        tpot_ms_median=rounded(tpot["median"]) or 0.0,
+        tpot_ms_p99=rounded(tpot["p99"]) or 0.0,
+        ttft_ms_median=rounded(ttft.get("median")),
+        ttft_ms_p99=rounded(ttft.get("p99")),
+        on_front=not by,
+        dominance=round(max(row[b] for row in shares), 4),
+        dominated_by=[Configuration(variant=d.variant, load=d.load) for d in by],
+    )
+
+
+def rule_text(points: int) -> str:
+    """How the front is found, in words, for the record (`points`: how many there are)."""
+    needed = 1 - (1 - CONFIDENCE) / (points - 1)
+    return (
+        "Throughput against latency: every configuration (a variant at a load, the baseline "
+        "included) is a point, its classes pooled: aggregate output tokens/s by Little's law "
+        "(concurrency × Σ output tokens / Σ seconds in flight of its requests, the client "
+        "holding `concurrency` in flight; the window's ramps left out) against its requests' "
+        "p99 TPOT, the front's latency (the medians and TTFT are shown beside it). A point "
+        "leaves the front only when another dominates it (at least its throughput and at most "
+        f"its p99 TPOT, better in one) in at least 1 - {1 - CONFIDENCE:.0%} / (points - 1) = "
+        f"{needed:.2%} of {RESAMPLES:,} resamples of prompts (drawn within each class, the same "
+        "draw for every point, seeded; a drawn prompt brings all its requests at that point)."
+    )
