@@ -1,15 +1,18 @@
-"""A record's SVG charts: well-formed, one bar per figure, whiskers where known, names escaped."""
+"""A record's SVG charts: well-formed, one bar per figure, whiskers where known, names escaped;
+a sweep's points of throughput against latency where its record puts them."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kbgen.kb.models import Record
 from kbgen.site import charts
 from tests.conftest import RECORD
+from tests.support import sweeps
 from tests.support.records import load_record
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -154,3 +157,59 @@ def test_the_primary_metric_unmeasured_means_no_metric_chart(tmp_path: Path) -> 
 def test_charts_are_byte_deterministic(tmp_path: Path) -> None:
     record = record_of(tmp_path)
     assert charts.for_record(record) == charts.for_record(record.model_copy(deep=True))
+
+
+@pytest.fixture(scope="module")
+def sweep() -> Record:
+    return sweeps.record(
+        sweeps.closed_loop(
+            np.random.default_rng(1),
+            {"base": [10.0, 14.0], "k3": [8.0, 16.0], "k5": [12.0, 20.0]},
+            [{"concurrency": 1}, {"concurrency": 8}],
+        )
+    )
+
+
+def points(root: ET.Element) -> list[dict[str, str]]:
+    """The chart's points as it marks them: each one's `data-*` attributes, and its dot's fill."""
+    found = []
+    for g in root.iter(f"{SVG}g"):
+        if g.get("class") == "point":
+            circle = g.find(f"{SVG}circle")
+            assert circle is not None
+            found.append({**{k: v for k, v in g.attrib.items()}, "fill": circle.get("fill", "")})
+    return found
+
+
+@pytest.mark.parametrize("latency", ["tpot", "ttft"])
+def test_a_sweep_s_front_chart_has_a_point_per_configuration(sweep: Record, latency: str) -> None:
+    """Each point where the record puts it, filled on the front and hollow off it; the front
+    joined only where its latency decides it."""
+    svg = charts.pareto(sweep, latency)
+    assert svg is not None and sweep.verdict is not None
+    root = parsed(svg)
+    assert (
+        root.findtext(f"{SVG}title")
+        == f"output tok/s against {latency.upper()} p99, every configuration"
+    )
+    desc = root.findtext(f"{SVG}desc") or ""
+    assert desc.startswith("Each configuration") and "On the front: " in desc
+    shown = points(root)
+    assert len(shown) == len(sweep.verdict.pareto) == 6
+    for point, mark in zip(sweep.verdict.pareto, shown, strict=True):
+        assert mark["data-variant"] == point.variant
+        assert mark["data-load"] == f"concurrency {point.load['concurrency']}"
+        assert float(mark["data-output-tok-s"]) == point.output_tok_s
+        assert float(mark["data-median-ms"]) == getattr(point, f"{latency}_ms_median")
+        assert float(mark["data-p99-ms"]) == getattr(point, f"{latency}_ms_p99")
+        assert mark["data-on-front"] == str(point.on_front).lower()
+        assert (mark["fill"] != "#fff") == point.on_front
+    lines = [p for p in root.iter(f"{SVG}polyline") if p.get("class") == "front"]
+    assert len(lines) == (latency == "tpot")
+    assert {"1", "8"} <= set(texts(root))  # each point labelled with its load
+    assert {"base", "k3", "k5"} <= set(texts(root))  # the legend
+
+
+def test_an_a_b_record_has_no_front_chart(tmp_path: Path, sweep: Record) -> None:
+    assert charts.pareto(record_of(tmp_path), "tpot") is None
+    assert set(charts.for_record(sweep)) == {"metric", "pareto_tpot", "pareto_ttft"}

@@ -83,6 +83,23 @@ def test_a_plain_value_is_shown_as_typed_and_is_nothing_else(payload: str, place
 
 
 @pytest.mark.parametrize("payload", [*PAYLOADS, PAYLOAD], ids=range(len(PAYLOADS) + 1))
+def test_a_value_in_a_templates_html_block_is_shown_as_typed_in_text_and_attribute(
+    payload: str,
+) -> None:
+    """Inside an HTML block of a template's, where Markdown is not read (a sweep's best lines),
+    text and attribute values are HTML-escaped: shown as typed, on one line, never markup."""
+    value = to_page(payload, "html")
+    page_html = to_html(
+        f'<ul class="x">\n<li data-x="{value}">At {value}: <strong>{value}</strong></li>\n</ul>'
+    )
+    assert problems(page_html) == [] and "<a " not in page_html
+    shown = " ".join(_shown(payload).split())
+    assert visible(page_html) == " ".join(f"At {shown}: {shown}".split())
+    (attribute,) = re.findall(r'data-x="([^"]*)"', page_html)
+    assert html.unescape(attribute) == markup._one_line(payload)
+
+
+@pytest.mark.parametrize("payload", [*PAYLOADS, PAYLOAD], ids=range(len(PAYLOADS) + 1))
 def test_a_plain_value_inside_a_templates_backticks_stays_inert(payload: str) -> None:
     """An older template may still put a value between backticks of its own."""
     page_html = to_html(f"Commit `{to_page(payload)}` of | a cell `{to_page(payload)}` |")

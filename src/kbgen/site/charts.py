@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from kbgen.kb.models import METRIC_UNITS, Range, Record, baseline_first
+from kbgen.kb.models import METRIC_UNITS, ParetoPoint, Range, Record, baseline_first
+from kbgen.site.formats import load as load_words
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 30, 60
@@ -162,7 +163,126 @@ def acceptance(record: Record) -> str | None:
     )
 
 
+LATENCIES = {"tpot": "TPOT", "ttft": "TTFT"}
+
+
+def pareto(record: Record, latency: str) -> str | None:
+    """A sweep's configurations as points of aggregate output tokens/s against `latency`'s p99
+    (`tpot` or `ttft`), a line back to its median; filled on the front, hollow when dominated,
+    the front joined on the TPOT chart (the one whose latency decides it). None without points."""
+    verdict = record.verdict
+    name = LATENCIES[latency]
+    points = [
+        (p, low, high)
+        for p in (verdict.pareto if verdict else [])
+        if (low := getattr(p, f"{latency}_ms_median")) is not None
+        and (high := getattr(p, f"{latency}_ms_p99")) is not None
+    ]
+    if not points or record.config is None:
+        return None
+    variants = baseline_first(record.config.baseline, record.config.variants)
+    keys = list(dict.fromkeys(k for p, _, _ in points for k in p.load))
+    title = f"output tok/s against {name} p99, every configuration"
+    described = (
+        f"Each configuration (a variant at a load) is a dot at its aggregate output tokens/s and "
+        f"its p99 {name}, with a line back to its median {name}; labelled with its load "
+        f"({', '.join(k.replace('_', ' ') for k in keys) or 'one load'}). Filled: on the front "
+        "(no other configuration is faster at a lower p99 TPOT with confidence); hollow: "
+        "dominated. On the front: " + ", ".join(_at(p) for p, _, _ in points if p.on_front) + "."
+    )
+    x_top = _nice(max(high for _, _, high in points))
+    y_top = _nice(max(p.output_tok_s for p, _, _ in points))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x_of(value: float) -> float:
+        return LEFT + plot_w * min(value, x_top) / x_top
+
+    def y_of(value: float) -> float:
+        return TOP + plot_h - plot_h * min(value, y_top) / y_top
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="kbgen-chart" width="{WIDTH}" '
+        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'style="max-width:100%;height:auto" aria-label="{escape(title)}" '
+        f'data-kbgen-pareto="{escape(latency)}">',
+        f"<title>{escape(title)}</title>",
+        f"<desc>{escape(described)}</desc>",
+        "<style>.kbgen-chart text{font:12px sans-serif;fill:#555}.kbgen-chart .axis{stroke:#999}"
+        ".kbgen-chart .grid{stroke:#ddd}.kbgen-chart .w{stroke:#333;stroke-width:1.5}"
+        ".kbgen-chart .front{stroke:#999;stroke-dasharray:4 3;fill:none}</style>",
+        f'<text x="{LEFT}" y="18">{escape(title)}</text>',
+        # the key to the dots, right of the title
+        f'<circle cx="{WIDTH - RIGHT - 175}" cy="14" r="5" fill="#555" stroke="#555" '
+        'stroke-width="2"/>',
+        f'<text x="{WIDTH - RIGHT - 165}" y="18">on the front</text>',
+        f'<circle cx="{WIDTH - RIGHT - 75}" cy="14" r="5" fill="#fff" stroke="#555" '
+        'stroke-width="2"/>',
+        f'<text x="{WIDTH - RIGHT - 65}" y="18">dominated</text>',
+    ]
+    for i in range(5):
+        y, x = TOP + plot_h - plot_h * i / 4, LEFT + plot_w * i / 4
+        parts += [
+            f'<line class="grid" x1="{LEFT}" y1="{_fmt(y)}" x2="{WIDTH - RIGHT}" y2="{_fmt(y)}"/>',
+            f'<text x="{LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end">{y_top * i / 4:g}</text>',
+            f'<text x="{_fmt(x)}" y="{TOP + plot_h + 16}" text-anchor="middle">'
+            f"{x_top * i / 4:g}</text>",
+        ]
+    parts += [
+        f'<text x="14" y="{TOP + plot_h / 2:.1f}" transform="rotate(-90 14 '
+        f'{TOP + plot_h / 2:.1f})" text-anchor="middle">tok/s</text>',
+        f'<text x="{LEFT + plot_w / 2:.1f}" y="{TOP + plot_h + 32}" text-anchor="middle">'
+        f"{escape(name)}, ms (dot: p99; line: to the median)</text>",
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - RIGHT}" '
+        f'y2="{TOP + plot_h}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}"/>',
+    ]
+    if latency == "tpot":
+        front = sorted((high, p.output_tok_s) for p, _, high in points if p.on_front)
+        joined = " ".join(f"{_fmt(x_of(x))},{_fmt(y_of(y))}" for x, y in front)
+        parts.append(f'<polyline class="front" points="{joined}"/>')
+    for p, low, high in points:
+        colour = COLOURS[variants.index(p.variant) % len(COLOURS)]
+        x, y = x_of(high), y_of(p.output_tok_s)
+        tip = (
+            f"{_at(p)}: {p.output_tok_s:.4g} tok/s, {name} median {low:.4g} ms, p99 "
+            f"{high:.4g} ms; " + ("on the front" if p.on_front else "dominated")
+        )
+        parts += [
+            f'<g class="point" data-variant="{escape(p.variant)}" '
+            f'data-load="{escape(load_words(p.load))}" data-output-tok-s="{p.output_tok_s!r}" '
+            f'data-median-ms="{low!r}" data-p99-ms="{high!r}" '
+            f'data-on-front="{str(p.on_front).lower()}">',
+            f"<title>{escape(tip)}</title>",
+            f'<line x1="{_fmt(x_of(low))}" y1="{_fmt(y)}" x2="{_fmt(x)}" y2="{_fmt(y)}" '
+            f'stroke="{colour}" stroke-width="1.5"/>',
+            f'<circle cx="{_fmt(x)}" cy="{_fmt(y)}" r="5" stroke="{colour}" stroke-width="2" '
+            f'fill="{colour if p.on_front else "#fff"}"/>',
+            f'<text x="{_fmt(x + 8)}" y="{_fmt(y - 6)}">'
+            f"{escape('/'.join(str(v) for v in p.load.values()))}</text>",
+            "</g>",
+        ]
+    for s, variant in enumerate(v for v in variants if any(p.variant == v for p, _, _ in points)):
+        x = LEFT + s * 140
+        parts += [
+            f'<rect x="{x}" y="{HEIGHT - 22}" width="12" height="12" '
+            f'fill="{COLOURS[variants.index(variant) % len(COLOURS)]}"/>',
+            f'<text x="{x + 16}" y="{HEIGHT - 12}">{escape(variant)}</text>',
+        ]
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _at(point: ParetoPoint) -> str:
+    """A configuration in words: `k3 at concurrency 8`."""
+    return f"{point.variant} at {load_words(point.load)}" if point.load else point.variant
+
+
 def for_record(record: Record) -> dict[str, str]:
     """The charts a record has, by name."""
-    made = {"metric": metric(record), "acceptance": acceptance(record)}
+    made = {
+        "metric": metric(record),
+        "acceptance": acceptance(record),
+        "pareto_tpot": pareto(record, "tpot"),
+        "pareto_ttft": pareto(record, "ttft"),
+    }
     return {name: svg for name, svg in made.items() if svg is not None}

@@ -395,11 +395,18 @@ class Markdown(str):
     """Text already encoded for a Markdown page by `to_page`: printed as is."""
 
 
-Kind = Literal["text", "markdown", "code", "front_matter"]
+def html_text(text: str) -> str:
+    """Plain text for inside an HTML block a template writes (where Markdown is not read): on
+    one line, HTML-escaped, quotes too, so that it is safe in an attribute's value as well."""
+    return html.escape(_one_line(text), quote=True)
+
+
+Kind = Literal["text", "markdown", "code", "front_matter", "html"]
 _ENCODERS: dict[str, Callable[[str], str]] = {
     "text": inert,
     "code": code,
     "front_matter": front_matter,
+    "html": html_text,
 }
 
 
@@ -408,8 +415,8 @@ def to_page(value: Any, kind: Kind = "text", base: str = "") -> Markdown:
 
     `text`: shown as exactly that text; `markdown`: the author's Markdown with only safe links
     (its relative links rebased onto `base`, where the page is not in the record's folder);
-    `code`: inline code; `front_matter`: a YAML string. None is empty; a `Markdown` value is
-    already encoded.
+    `code`: inline code; `front_matter`: a YAML string; `html`: text inside an HTML block of a
+    template's (`html_text`). None is empty; a `Markdown` value is already encoded.
     """
     if isinstance(value, Markdown):
         return value

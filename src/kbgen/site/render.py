@@ -29,6 +29,7 @@ from kbgen.kb.cards import Card, TaskState, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
+from kbgen.site.formats import load as load_words
 from kbgen.site.formats import number as number  # `X as X`: callers name these `render.X`
 from kbgen.site.formats import percent as percent
 from kbgen.site.formats import percent_plain as percent_plain
@@ -260,6 +261,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
     env.filters.update(
         markdown=markdown,
         code=functools.partial(to_page, kind="code"),
+        html=functools.partial(to_page, kind="html"),
         front_matter=functools.partial(to_page, kind="front_matter"),
         cell=to_page,  # plain text is already safe in a table cell: kept for older templates
         percent_plain=percent_plain,
@@ -274,6 +276,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         records_table=index.table,
         figure=figure,
         estimate=estimate,
+        load_words=load_words,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
     env.globals.update(units=METRIC_UNITS)
