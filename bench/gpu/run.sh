@@ -6,6 +6,8 @@
 #   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
 #   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder and what the machine
 #                                           is (nvidia-smi, versions) packed into OUT_DIR
+#   bench/gpu/run.sh resume OUT_DIR         kbgen bench --resume of the newest run folder (one
+#                                           that BENCH_LIMIT_S stopped), packed into OUT_DIR
 #   bench/gpu/run.sh agreement SPEC OUT_DIR bench/perf/agreement.py SPEC (kbgen and vllm bench
 #                                           serve on each arm's server); its folder, log and what
 #                                           the machine is packed into OUT_DIR
@@ -43,11 +45,23 @@ bench)
     mkdir -p "$out" /tmp/runs
     describe "$out/$name"
     cd "$ROOT"
-    python3 -m kbgen bench "$spec" --runs /tmp/runs > /tmp/bench.out || status=$?
+    # BENCH_LIMIT_S: stop (as Ctrl-C does: samples kept) before the machine's per-command limit;
+    # `run.sh resume` then goes on where it stopped
+    ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
+        python3 -m kbgen bench "$spec" --runs /tmp/runs > /tmp/bench.out || status=$?
     run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
     [ -d "$run" ] || run="$(ls -dt /tmp/runs/*/ | head -1)"
     tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
     took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
+    exit "${status:-0}" ;;
+resume)
+    out="$2" run="$(ls -dt /tmp/runs/*/ | head -1)" && run="${run%/}"
+    cd "$ROOT"
+    ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
+        python3 -m kbgen bench --resume "$run" > /tmp/bench.out || status=$?
+    mkdir -p "$out"
+    tar -C "$(dirname "$run")" -czf "$out/$(basename "$run").run.tar.gz" "$(basename "$run")"
+    took "resumed $(basename "$run") (exit ${status:-0})"
     exit "${status:-0}" ;;
 agreement)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"

@@ -29,7 +29,9 @@ def require() -> Path:
     return python
 
 
-def spec_text(python: Path, port: int, **workload: Any) -> str:
+def spec_text(
+    python: Path, port: int, sweep: dict[str, list[Any]] | None = None, **workload: Any
+) -> str:
     spec = {
         "schema_version": 1,
         "id": "tiny-ngram",
@@ -78,5 +80,6 @@ def spec_text(python: Path, port: int, **workload: Any) -> str:
             "api": "completions",
             **workload,
         },
+        **({"sweep": sweep} if sweep else {}),
     }
     return yaml.safe_dump(spec, sort_keys=False)

@@ -1,10 +1,7 @@
-"""A spec's `sweep:` grid: server settings become variants (one start each), loads become levels.
+"""A spec's `sweep:` grid: server settings become variants (a start each), loads become levels.
 
-`sweep` maps dotted paths to lists of values, the way Hydra's multirun or `dvc exp run -S`
-write grids. A server-side path (`VARIANT.speculative_config.FIELD`, `VARIANT.args.--FLAG`)
-expands that variant into one variant per value, named readably (`ngram-k3`); a client-side
-path (`workload.concurrency`, `workload.max_tokens`) becomes load levels, each measured inside
-every server start. Pure: `variants` and `loads` return the grid or the problems, by path.
+Pure: `variants` and `loads` return the grid, or problems located at `sweep.PATH`; the rules,
+the names and why: docs/design.md, "Sweeps".
 """
 
 from __future__ import annotations

@@ -97,15 +97,19 @@ def compare(
     temperature: float | None,
     resamples: int,
     confidence: float = CONFIDENCE,
+    window_notes: bool = True,
 ) -> Compared:
     """`variant` against the baseline over the evidence of one load, each class decided by its
-    interval at `confidence` and every guard."""
+    interval at `confidence` and every guard (the arms' window caveats left out unless
+    `window_notes`: a sweep states them once per arm and load)."""
     final = evidence.final()[0]
     unit = unit_of(evidence, hypothesis)
     reasons: list[str] = []
     notes: list[str] = []
     for arm in (evidence.baseline, variant):
-        _tell(arm, rule.on_windows(evidence.windows.get(arm, [])), reasons, notes)
+        said: list[str] = []
+        _tell(arm, rule.on_windows(evidence.windows.get(arm, [])), reasons, said)
+        notes += said if window_notes else []
     attempts = evidence.attempts()
     per_class: dict[str, ClassVerdict] = {}
     for cls in evidence.classes:
@@ -139,10 +143,14 @@ def sweep(
     confidence = 1 - (1 - CONFIDENCE) / comparisons
     compared: dict[tuple[str, int], Compared] = {}
     cells: list[Cell] = []
+    windows: list[str] = []  # the window guards' caveats, once per arm and load
     for level, load in enumerate(evidence.loads):
         here = at_level(evidence, level)
+        for arm in evidence.variants:
+            found_there = rule.on_windows(here.windows.get(arm, []))
+            windows += [f"{_where(arm, load)}: {c}" for c in found_there.caveats]
         for variant in evidence.challengers:
-            found = compare(here, variant, hypothesis, temperature, resamples, confidence)
+            found = compare(here, variant, hypothesis, temperature, resamples, confidence, False)
             compared[(variant, level)] = found
             for cls in evidence.classes:
                 cells.append(_cell(variant, load, cls, found, evidence.baseline))
@@ -151,7 +159,7 @@ def sweep(
         key=lambda v: _going(compared[(v, 0)].per_class.values(), hypothesis),
     )
     chosen = compared[(headline, 0)]
-    notes = list(chosen.notes)
+    notes = [*chosen.notes, *windows]
     for (variant, level), found in compared.items():
         if (variant, level) != (headline, 0):
             where = _where(variant, evidence.loads[level])
