@@ -1,18 +1,9 @@
-"""Throughput against latency in a sweep: every configuration as a point, and the front of those
-that no other beats on both with confidence.
+"""Throughput against latency in a sweep: every configuration a point, and the confident front.
 
-Evidence in, `ParetoPoint`s out. A point is one variant (the baseline included) at one load
-level, its classes pooled: its aggregate output tokens/s and the median and p99 of its requests'
-TPOT and TTFT. The throughput is by Little's law, as kbgen's client holds `concurrency` requests
-in flight: concurrency × Σ output tokens / Σ seconds in flight of its requests. Not the window
-throughput: that also counts the window's ramp-up and ramp-down, whose share is the client's
-(how many requests a stream sends), varies from window to window, and no resample of prompts
-sees; held fixed, it made configurations of equal truth differ with false confidence. The
-front's latency is the p99 TPOT. A point leaves the front only when another dominates it (at
-least its throughput, at most its p99 TPOT, better in one) in at least 1 - (1 - CONFIDENCE) /
-(points - 1) of the resamples of prompts: a Bonferroni over the points that could dominate it.
-Prompts are drawn within each class, the same draw for every point (every load sends the same
-prompts), each drawn prompt bringing all of its requests.
+Evidence in, `ParetoPoint`s out: each variant at each load, its classes pooled, as aggregate
+output tokens/s by Little's law against its requests' TPOT and TTFT (median, p99); the front
+drops a point only when another dominates it on throughput and p99 TPOT with confidence. Why
+these figures and this resampling: docs/design.md, "Many comparisons, and the best".
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """`kbgen record --check`: recompute a record's numbers from the samples file beside it.
 
 One located problem per number that differs from what its samples give, so a reviewer can
-confirm every figure — measurements, speculative-decoding statistics, the verdict per class, a
-sweep's cells, best configurations and throughput–latency front — without the original
-machine. Records whose figures were reported or imported as summaries have nothing to
-recompute.
+confirm every figure (measurements, speculative decoding, the verdict, a sweep's cells, best
+configurations and front) without the original machine. Records whose figures were reported
+or imported as summaries have nothing to recompute.
 """
 
 from __future__ import annotations
