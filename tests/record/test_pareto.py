@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kbgen.kb.models import Configuration, Load, ParetoPoint
+from kbgen.kb.models import Configuration, Load, ParetoPoint, Record
 from kbgen.record import pareto, verdict
 from kbgen.record.rule import CONFIDENCE
 from tests.support import sweeps
@@ -111,3 +111,14 @@ def test_a_sweep_s_verdict_carries_the_front_and_says_how_it_was_found() -> None
     a_b = verdict.judge(alone, sweeps.HYPOTHESIS, [])
     assert a_b.pareto == [] and "pareto" not in a_b.model_dump(exclude_unset=True)
     assert "Little's law" not in a_b.rule
+
+
+def test_a_record_s_points_name_its_variants() -> None:
+    truth = {"base": [10.0], "k3": [20.0], "k5": [10.0]}  # k3 dominated by base
+    evidence = sweeps.closed_loop(np.random.default_rng(8), truth, [{}])
+    record = sweeps.record(evidence).model_dump(mode="json", exclude_unset=True, by_alias=True)
+    record["verdict"]["pareto"][1]["dominated_by"][0]["variant"] = "k9"
+    with pytest.raises(
+        ValueError, match=r"verdict\.pareto\.1\.dominated_by\.0\.variant\n.*'k9' is not a variant"
+    ):
+        Record.model_validate(record)

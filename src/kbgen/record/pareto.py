@@ -32,17 +32,24 @@ class _Point:
     ttft: list[float] = field(default_factory=list)
     tokens: dict[int, float] = field(default_factory=dict)  # unit -> output tokens
     seconds: dict[int, float] = field(default_factory=dict)  # unit -> seconds in flight
+    rounds: dict[int, int] = field(default_factory=dict)  # round -> its requests
+
+    @property
+    def in_flight(self) -> int:
+        """The requests the client held in flight: its streams, but never more than a window's
+        requests (a window of 4 requests at concurrency 8 never has 8 in flight)."""
+        return min(self.concurrency, *self.rounds.values())
 
     @property
     def output_tok_s(self) -> float:
-        return self.concurrency * sum(self.tokens.values()) / sum(self.seconds.values())
+        return self.in_flight * sum(self.tokens.values()) / sum(self.seconds.values())
 
 
 def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
     """Every configuration of the evidence as a point, in the order of the loads and then of the
-    variants, each on the front or dominated with confidence. None with fewer than two points,
-    or but for kbgen's own runs (`figures.timed`, whose client is the closed loop Little's law
-    reads; an import's tool may have paced its requests), paired by prompt."""
+    variants, each on the front or dominated with confidence. Empty with fewer than two points,
+    and for evidence other than kbgen's own runs paired by prompt (`figures.timed`: kbgen's
+    client is the closed loop Little's law reads; an import's tool may have paced its requests)."""
     if not (evidence.paired and timed(evidence)):
         return []
     units: dict[tuple[str, int], int] = {}
@@ -59,6 +66,7 @@ def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
                 if end is not None and end > s.sent_ns and s.output_tokens:
                     point.tokens[unit] = point.tokens.get(unit, 0.0) + s.output_tokens
                     point.seconds[unit] = point.seconds.get(unit, 0.0) + (end - s.sent_ns) / 1e9
+                point.rounds[s.round or 0] = point.rounds.get(s.round or 0, 0) + 1
                 if "tpot_ms" in measured:
                     point.tpot.append((unit, measured["tpot_ms"]))
                 if "ttft_ms" in measured:
@@ -73,7 +81,7 @@ def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
         strata,
         [
             (
-                p.concurrency,
+                p.in_flight,
                 [p.tokens.get(u, 0.0) for u in range(len(units))],
                 [p.seconds.get(u, 0.0) for u in range(len(units))],
             )
@@ -114,10 +122,14 @@ def rule_text(points: int) -> str:
         "Throughput against latency: every configuration (a variant at a load, the baseline "
         "included) is a point, its classes pooled: aggregate output tokens/s by Little's law "
         "(concurrency × Σ output tokens / Σ seconds in flight of its requests, the client "
-        "holding `concurrency` in flight; the window's ramps left out) against its requests' "
+        "holding `concurrency` in flight, at most a window's requests; the window's ramps left "
+        "out) against its requests' "
         "p99 TPOT, the front's latency (the medians and TTFT are shown beside it). A point "
         "leaves the front only when another dominates it (at least its throughput and at most "
         f"its p99 TPOT, better in one) in at least 1 - {1 - CONFIDENCE:.0%} / (points - 1) = "
         f"{needed:.2%} of {RESAMPLES:,} resamples of prompts (drawn within each class, the same "
-        "draw for every point, seeded; a drawn prompt brings all its requests at that point)."
+        "draw for every point, seeded; a drawn prompt brings all its requests at that point), "
+        "each resample's departure from the full sample widened by sqrt(n / (n - 1)) × "
+        "Student-t's quantile over the normal's at that level (n: the smallest class's "
+        "prompts), as the expanded percentile bootstrap widens an interval."
     )
