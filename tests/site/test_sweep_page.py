@@ -116,14 +116,16 @@ def test_the_page_shows_every_cell_the_best_and_the_front_as_recorded(
     front = _table(page, "throughput-against-latency")
     assert len(front) == len(verdict["pareto"]) == len(TRUTH) * len(LOADS)
     for row, point in zip(front, verdict["pareto"], strict=True):
-        assert row[:2] == [point["variant"], _load(point["load"])]
+        assert row[0] == f"{point['variant']} at {_load(point['load'])}"
+        shown = [row[1], *row[2].split(" / "), *row[3].split(" / ")]
         figures = ("output_tok_s", "tpot_ms_median", "tpot_ms_p99", "ttft_ms_median", "ttft_ms_p99")
-        for shown, name in zip(row[2:7], figures, strict=True):
-            assert float(shown.replace(",", "")) == pytest.approx(point[name], rel=5e-4)
+        for value, name in zip(shown, figures, strict=True):
+            assert float(value.replace(",", "")) == pytest.approx(point[name], rel=5e-4)
         by = ", ".join(
             f"{d['variant']} at {_load(d['load'])}" for d in point.get("dominated_by", [])
         )
-        assert row[7] == ("on the front" if point["on_front"] else f"dominated by {by}")
+        assert row[4] == ("on the front" if point["on_front"] else f"dominated by {by}")
+        assert row[5] == f"{point['dominance']:.1%}"
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg"') == 3  # the metric's, and two
 
 
