@@ -15,6 +15,7 @@ from kbgen.kb.models import Record
 from kbgen.kb.replications import evidence
 from tests.conftest import REPO
 from tests.kb.test_replications import card
+from tests.support import swept
 
 DIGEST = re.compile(r"\b[0-9a-f]{16}\b")
 LABEL = "ngram vs baseline · tiny · test cpu · vllm"
@@ -123,7 +124,7 @@ def test_what_is_not_asked_is_the_rest_of_the_workload() -> None:
 def test_the_key_changes_only_with_the_rule_s_number(record: str, key: str) -> None:
     """Cached cards are keyed by `RULE`: a change to what is hashed must bump it (and these)."""
     found = questions.question_of(load_model(REPO / "records" / f"{record}.yaml", Record))
-    assert found is not None and (questions.RULE, found[0]) == (5, key)
+    assert found is not None and (questions.RULE, found[0]) == (6, key)
 
 
 def _labels(cards: list[Card]) -> dict[str, str]:
@@ -195,3 +196,61 @@ def test_no_label_carries_a_digest() -> None:
     labels = [q.label for q in evidence([card("a", workload=WORKLOAD), *cards]).questions.values()]
     assert len(set(labels)) == len(labels) == len(cards) + 1
     assert not [label for label in labels if DIGEST.search(label)]
+
+
+# a sweep's cell (variant at load) and A/B records (the variant's settings, the concurrency):
+# whether the two ask one question
+SWEEP = swept.sweep()
+CELL_AND_A_B: dict[str, tuple[str, int, dict[str, Any], int, bool]] = {
+    "the same settings and load": ("k5", 1, swept.K5, 1, True),
+    "another load": ("k5", 1, swept.K5, 8, False),
+    "another variant's settings": ("k3", 1, swept.K5, 1, False),
+    "a load the sweep did not run": ("k3", 8, swept.K3, 4, False),
+    "k3 at eight streams": ("k3", 8, swept.K3, 8, True),
+}
+
+
+@pytest.mark.parametrize(
+    ("variant", "concurrency", "settings", "at", "same"),
+    CELL_AND_A_B.values(),
+    ids=CELL_AND_A_B.keys(),
+)
+def test_a_sweep_s_cell_asks_the_question_of_an_a_b_record_of_its_settings_and_load(
+    variant: str, concurrency: int, settings: dict[str, Any], at: int, same: bool
+) -> None:
+    """A cell is its variant's settings at its load level: the level's concurrency read as the
+    workload's, the variant's name not asked."""
+    asked = questions.question_of(
+        Record.model_validate(SWEEP), variant, {"concurrency": concurrency}
+    )
+    a_b = questions.question_of(
+        Record.model_validate(
+            swept.a_b("ab", "2026-11-01", settings, at, swept.CELLS[("k5", 1)]["coding"])
+        )
+    )
+    assert asked is not None and a_b is not None
+    assert (asked[0] == a_b[0]) is same
+    assert asked[1].endswith(f"vllm · concurrency {concurrency}")
+
+
+def test_a_sweep_s_own_question_is_its_headline_cell_s() -> None:
+    record = Record.model_validate(SWEEP)
+    headline = questions.question_of(record, "k3", {"concurrency": 1})
+    assert headline is not None and questions.question_of(record) == headline
+    assert Card.of(record).question == headline[0]
+
+
+def test_a_load_of_output_length_is_the_workload_s_max_tokens() -> None:
+    sweep = swept.sweep()
+    sweep["workload"]["loads"] = [{"max_tokens": 128}, {"max_tokens": 256}]
+    for cell in sweep["verdict"]["cells"]:
+        cell["load"] = {"max_tokens": 128 if cell["load"]["concurrency"] == 1 else 256}
+    sweep["verdict"]["load"] = {"max_tokens": 128}
+    for best in sweep["verdict"]["best"]:
+        best["load"] = {"max_tokens": 128 if best["load"]["concurrency"] == 1 else 256}
+    a_b = swept.a_b("ab", "2026-11-01", swept.K3, 1, swept.CELLS[("k3", 8)]["coding"])
+    del a_b["workload"]["concurrency"]
+    a_b["workload"]["max_tokens"] = 256
+    cells = {c.where: c.question for c in Card.of(Record.model_validate(sweep)).cells}
+    assert cells["k3 at max_tokens 256"] == Card.of(Record.model_validate(a_b)).question
+    assert cells["k3 at max_tokens 128"] != cells["k3 at max_tokens 256"]

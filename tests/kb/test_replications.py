@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Any, get_args
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given
@@ -16,7 +17,9 @@ from kbgen.kb import replications
 from kbgen.kb.cards import Card
 from kbgen.kb.models import Record, Unknowable
 from kbgen.kb.replications import MAX_LISTED, evidence
+from kbgen.record import verdict as verdict_module
 from tests.conftest import RECORD
+from tests.support import sweeps, swept
 from tests.support.properties import SETTINGS
 from tests.support.records import load_record
 
@@ -377,3 +380,138 @@ def test_a_superseded_record_knows_what_superseded_it() -> None:
     assert [c.id for c in lonely.related("old").superseded_by] == ["elsewhere"]
     before = evidence([old, same]).related("old").key
     assert evidence([old, same, elsewhere]).related("old").key != before
+
+
+# --- sweeps: a sweep is seen as its cells ----------------------------------------------------
+
+
+def sweep_card(rid: str = "sweep", created: str = "2026-11-10", **changes: Any) -> Card:
+    return Card.of(Record.model_validate(swept.sweep(rid, created, **changes)))
+
+
+def a_b_card(data: dict[str, Any]) -> Card:
+    return Card.of(Record.model_validate(data))
+
+
+SUPPORTED = swept.cls("supported", 0.09, 0.06, 0.12)
+# an A/B record beside the sweep: (its variant, concurrency, coding verdict), and what it is to
+# the sweep's cell of its question (None: no cell asks it)
+BESIDE_THE_SWEEP: dict[str, tuple[dict[str, Any], int, dict[str, Any], str | None]] = {
+    "agrees with k5 at c1": (swept.K5, 1, swept.cls("refuted", -0.26, -0.3, -0.2), "replicates"),
+    "weaker than k5 at c1": (swept.K5, 1, swept.cls("inconclusive", 0.0, -0.1, 0.1), "replicates"),
+    "decides against k3 at c8": (swept.K3, 8, SUPPORTED, "supported vs refuted"),
+    "apart from k3 at c1": (
+        swept.K3,
+        1,
+        swept.cls("inconclusive", 0.04, 0.0, 0.09),
+        "intervals +0.0% … +9.0% and +12.0% … +50.0% do not overlap",
+    ),
+    "at a load the sweep did not run": (swept.K3, 4, SUPPORTED, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("variant", "concurrency", "coding", "said"),
+    BESIDE_THE_SWEEP.values(),
+    ids=BESIDE_THE_SWEEP.keys(),
+)
+def test_an_a_b_record_is_compared_with_the_sweep_s_cell_of_its_question(
+    variant: dict[str, Any], concurrency: int, coding: dict[str, Any], said: str | None
+) -> None:
+    a_b = a_b_card(swept.a_b("ab", "2026-11-01", variant, concurrency, coding))
+    found = evidence([sweep_card(), a_b])
+    cell = f"{'k5' if variant == swept.K5 else 'k3'} at concurrency {concurrency}"
+    if said is None:
+        assert found.related("ab").others == () and found.contradictions == ()
+        return
+    [seen] = found.related("ab").others
+    assert (seen.id, seen.cell) == ("sweep", cell)
+    assert found.related("sweep").matched == (cell,)
+    if said == "replicates":
+        assert found.contradictions == ()
+        return
+    [c] = found.contradictions
+    assert (c.older.id, c.newer.id, c.newer.cell, c.cls, c.why) == (
+        "ab",
+        "sweep",
+        cell,
+        "coding",
+        said,
+    )
+    assert c.own("sweep").cell == cell and c.other("sweep").id == "ab"
+    assert c.to_json()["cells"] == [None, cell]
+    assert found.related("sweep").contradictions == found.related("ab").contradictions == (c,)
+
+
+def test_the_cells_of_two_sweeps_are_compared_cell_by_cell() -> None:
+    """The later sweep finds k3 faster at eight streams too: that cell contradicts, the others
+    replicate; each cell of one is listed with the cell of the other that asks its question."""
+    cells = {**swept.CELLS, ("k3", 8): {"coding": SUPPORTED, "math": SUPPORTED}}
+    first, again = sweep_card(), sweep_card("again", "2026-11-20", cells=cells)
+    found = evidence([again, first])
+    assert [(c.older.cell, c.newer.cell, c.cls) for c in found.contradictions] == [
+        ("k3 at concurrency 8", "k3 at concurrency 8", "coding"),
+        ("k3 at concurrency 8", "k3 at concurrency 8", "math"),
+    ]
+    related = found.related("sweep")
+    assert [(o.id, o.cell) for o in related.others] == [
+        ("again", "k5 at concurrency 8"),
+        ("again", "k5 at concurrency 1"),
+        ("again", "k3 at concurrency 8"),
+        ("again", "k3 at concurrency 1"),
+    ]
+    assert related.matched == tuple(o.cell for o in related.others)
+
+
+def test_an_a_b_record_alone_is_unchanged_beside_a_sweep_of_other_questions() -> None:
+    """A sweep on another model shares no question: the A/B records compare as before."""
+    elsewhere = swept.sweep()
+    elsewhere["config"]["model"] = {"name": "other"}
+    a, b = card("a"), card("b", "2026-11-05", verdict=verdict("supported", 0.06, 0.12))
+    alone = evidence([a, b])
+    beside = evidence([a, b, Card.of(Record.model_validate(elsewhere))])
+    assert beside.contradictions == alone.contradictions
+    assert beside.related("a") == alone.related("a")
+    assert beside.related("sweep").others == ()
+
+
+def test_a_sweep_s_card_holds_its_cells_and_best_and_survives_json() -> None:
+    sweep = sweep_card()
+    assert [(c.where, c.outcome) for c in sweep.cells] == [
+        ("k3 at concurrency 1", "supported"),
+        ("k5 at concurrency 1", "inconclusive"),
+        ("k3 at concurrency 8", "refuted"),
+        ("k5 at concurrency 8", "inconclusive"),
+    ]
+    assert [r.cls for r in sweep.cells[3].results] == ["coding"]  # math: no data, no effect
+    assert [(b.variant, b.probability, b.ties) for b in sweep.best] == [
+        ("k3", 0.97, ()),
+        ("baseline", 0.61, ("k5",)),
+    ]
+    again = Card.from_json(json.loads(json.dumps(sweep.to_json())))
+    assert again == sweep and again.digest == sweep.digest
+    assert card("a").cells == () and card("a").answers() == (card("a"),)
+
+
+def test_a_sweep_as_kbgen_judges_one_is_seen_as_its_cells() -> None:
+    """The verdict `record.verdict.sweep` writes, in a record: a cell per variant and load, each
+    its own question, and an A/B record of one of them compared with it."""
+    truth = {"k3": [0.5, -0.3], "k5": [-0.1, 0.0]}
+    judged = verdict_module.judge(
+        sweeps.evidence(np.random.default_rng(1), truth, swept.LOADS, prompts=12),
+        Record.model_validate(swept.sweep()).hypothesis,  # type: ignore[arg-type]
+        [],
+        resamples=999,
+    )
+    data = swept.sweep()
+    data["config"]["baseline"] = "base"
+    data["config"]["variants"] = {"base": {}, "k3": swept.K3, "k5": swept.K5}
+    data["verdict"] = judged.model_dump(mode="json", exclude_none=True)
+    sweep = Card.of(Record.model_validate(data))
+    assert len({c.question for c in sweep.cells}) == len(sweep.cells) == 4
+    k3_c1 = swept.a_b("ab", "2026-11-01", swept.K3, 1, swept.cls("refuted", -0.3, -0.4, -0.2))
+    k3_c1["config"]["baseline"] = "base"
+    k3_c1["config"]["variants"] = {"base": {}, "ngram": swept.K3}
+    k3_c1["measurements"] = {}
+    [c] = evidence([sweep, a_b_card(k3_c1)]).contradictions
+    assert c.newer.cell == "k3 at concurrency 1" and c.why == "refuted vs supported"

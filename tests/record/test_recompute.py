@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from click.testing import CliRunner
 from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.kb import store
-from kbgen.record import command, recompute, write
+from kbgen.kb.models import Hypothesis, Load, Record
+from kbgen.kb.problems import dotted
+from kbgen.record import command, evidence, figures, recompute, verdict, write
 from tests.support import sweeps
 from tests.support.records import load_record
 from tests.support.runs import make_run
@@ -139,3 +142,82 @@ def test_check_recomputes_the_steady_state_of_a_concurrent_run(
     store.save(doc)
     [problem] = recompute.recompute(path)
     assert problem.field == "measurements.ngram.math.steady_output_tok_s.mean"
+
+
+LOADS: list[Load] = [{"concurrency": 1}, {"concurrency": 8}]
+HYPOTHESIS = Hypothesis(
+    statement="faster", primary_metric="decode_tok_s", direction="increase", minimum_effect=0.05
+)
+
+
+def _sweep_record(folder: Path) -> Path:
+    """A sweep (k3 and k5 at concurrency 1 and 8, synthetic samples of known truth) recorded as
+    `kbgen record` writes one: its samples file beside it, every figure computed from it."""
+    found = sweeps.evidence(
+        np.random.default_rng(1), {"k3": [0.5, -0.3], "k5": [-0.1, 0.0]}, LOADS, prompts=12
+    )
+    packed = evidence.samples_bytes(found)
+    (folder / "sweep.samples.jsonl.gz").write_bytes(packed)
+    record = Record.model_validate(
+        {
+            "schema_version": 1,
+            "id": "sweep",
+            "title": "n-gram k3 and k5 at two loads",
+            "status": "concluded",
+            "created": "2026-12-02",
+            "concluded": "2026-12-02",
+            "hypothesis": HYPOTHESIS.model_dump(),
+            "config": {
+                "engine": {"name": "vllm"},
+                "model": {"name": "m"},
+                "hardware": {},
+                "baseline": "base",
+                "variants": {"base": {}, "k3": {}, "k5": {}},
+            },
+            "workload": {"prompt_suite": "s", "classes": ["coding"], "loads": LOADS},
+            "measurements": figures.measurements(found),
+            "by_load": figures.by_load(found),
+            "verdict": verdict.judge(found, HYPOTHESIS, []),
+            "provenance": {"source": "measured"},
+            "raw_samples": {
+                "path": "sweep.samples.jsonl.gz",
+                "sha256": hashlib.sha256(packed).hexdigest(),
+            },
+        }
+    )
+    path = folder / "sweep.yaml"
+    store.save(store.new_document(path, record.model_dump(mode="json", exclude_none=True)))
+    return path
+
+
+def test_check_recomputes_a_sweep_s_cells_and_best_and_locates_an_edit(records: Path) -> None:
+    """A cell's outcome and a load's best configuration edited by hand: each reported at its
+    own line of the YAML, by its dotted path."""
+    path = _sweep_record(records)
+    assert recompute.recompute(path) == []
+    doc = store.load_document(path)
+    cells = doc.data["verdict"]["cells"]
+    at = next(i for i, c in enumerate(cells) if (c["variant"], c["load"]) == ("k3", LOADS[1]))
+    assert cells[at]["outcome"] == "refuted"
+    cells[at]["outcome"] = "supported"
+    doc.data["verdict"]["best"][1]["variant"] = "k3"
+    doc.data["verdict"]["best"][0]["probability_best"] = 0.5
+    store.save(doc)
+    tree = store.load_document(path).data
+    problems = {p.field: p for p in recompute.recompute(path)}
+    assert problems.keys() == {
+        f"verdict.cells[{at}].outcome",
+        "verdict.best[1].variant",
+        "verdict.best[0].probability_best",
+    }
+    edited: list[list[str | int]] = [
+        ["verdict", "cells", at, "outcome"],
+        ["verdict", "best", 1, "variant"],
+        ["verdict", "best", 0, "probability_best"],
+    ]
+    for loc in edited:
+        [problem] = [p for p in problems.values() if p.field == dotted(loc)]
+        assert problem.line == store.line_of(tree, loc)[0]
+    assert problems[f"verdict.cells[{at}].outcome"].message == (
+        "is 'supported', but its samples give 'refuted'"
+    )

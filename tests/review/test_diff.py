@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from kbgen.review.diff import (
     VerdictRow,
 )
 from tests.conftest import PLAN, RECORD
+from tests.support import swept
+from tests.support.golden import assert_golden, golden_path
 
 FIRST = yaml.safe_load(RECORD)  # ngram-test: concluded, refuted, resolves next-steps#test-ngram
 
@@ -586,3 +589,113 @@ def test_a_secret_in_a_changed_value_is_masked_on_both_sides() -> None:
     [change] = diff.compare(side("a", base), side("b", head)).records
     shown = " ".join(f"{v.old} {v.new}" for v in change.values)
     assert change.values and token not in shown and "z9z9" not in shown
+
+
+# --- sweeps ----------------------------------------------------------------------------------
+
+Edits = Mapping[tuple[tuple[str, int], str], dict[str, Any] | None]  # (variant, c), class: said
+Row = tuple[str, str, str | None, str | None]  # a cell row: where, class, base and head outcome
+
+
+def sweep_with(
+    cells: Edits | None = None,
+    best: list[dict[str, Any]] | None = None,
+) -> Record:
+    by_cell = copy.deepcopy(swept.CELLS)
+    for (where, cls), said in (cells or {}).items():
+        if said is None:
+            del by_cell[where][cls]
+        else:
+            by_cell[where][cls] = said
+    data = swept.sweep(cells=by_cell, best=swept.BEST if best is None else best)
+    return Record.model_validate(data)
+
+
+SUPPORTED = swept.cls("supported", 0.12, 0.06, 0.18)
+# what changed in the sweep's cells, and the rows that say so: (where, class, base, head)
+CELL_CHANGES: dict[str, tuple[Edits, list[Row]]] = {
+    "an outcome": (
+        {(("k5", 8), "coding"): SUPPORTED},
+        [("k5 at concurrency 8", "coding", "inconclusive", "supported")],
+    ),
+    "a number, not the outcome": (
+        {(("k3", 8), "math"): swept.cls("refuted", -0.2, -0.3, -0.1)},
+        [("k3 at concurrency 8", "math", "refuted", "refuted")],
+    ),
+    "a cell gone": (
+        {(("k5", 1), "math"): None},
+        [("k5 at concurrency 1", "math", "inconclusive", None)],
+    ),
+    "nothing": ({}, []),
+}
+
+
+@pytest.mark.parametrize(("edits", "rows"), CELL_CHANGES.values(), ids=CELL_CHANGES.keys())
+def test_a_sweep_s_cells_that_changed_are_reported(edits: Edits, rows: list[Row]) -> None:
+    base, head = sweep_with(), sweep_with(edits)
+    changes = diff.compare(side("a", base), side("b", head)).records
+    found = [(c.where, c.cls, c.base_outcome, c.head_outcome) for r in changes for c in r.cells]
+    assert found == rows
+    back = diff.compare(side("a", head), side("b", base)).records  # the other way: it appears
+    assert [(c.where, c.base_outcome, c.head_outcome) for r in back for c in r.cells] == [
+        (where, after, before) for where, _, before, after in rows
+    ]
+
+
+def test_a_new_sweep_reports_every_cell_with_its_interval() -> None:
+    [change] = diff.compare(side("a"), side("b", sweep_with())).records
+    assert len(change.cells) == 8  # k5 at concurrency 8 has no data in math: still a cell
+    [k3] = [c for c in change.cells if c.where == "k3 at concurrency 1" and c.cls == "coding"]
+    assert (k3.base_outcome, k3.head_outcome, k3.head_effect, k3.head_ci) == (
+        None,
+        "supported",
+        0.3,
+        (0.12, 0.5),
+    )
+    assert [(b.at, b.head_variant, b.head_probability) for b in change.best] == [
+        ("concurrency 1", "k3", 0.97),
+        ("concurrency 8", "baseline", 0.61),
+    ]
+
+
+def test_a_sweep_s_best_configuration_that_changed_is_reported() -> None:
+    moved = [swept.BEST[0], {**swept.BEST[1], "variant": "k5", "probability_best": 0.55}]
+    [change] = diff.compare(side("a", sweep_with()), side("b", sweep_with(best=moved))).records
+    assert change.cells == []
+    assert [
+        (b.at, b.base_variant, b.head_variant, b.base_probability, b.head_probability)
+        for b in change.best
+    ] == [("concurrency 8", "baseline", "k5", 0.61, 0.55)]
+    assert not [v for v in change.values if v.path.startswith("verdict.best")]
+
+
+def test_an_a_b_record_has_no_cell_or_best_rows() -> None:
+    [change] = diff.compare(
+        side("a", record()), side("b", record(verdict__outcome="supported"))
+    ).records
+    assert change.cells == [] and change.best == []
+
+
+def test_the_comment_shows_a_sweep_s_changed_cells_and_best() -> None:
+    from kbgen.site import render
+
+    edits = {(("k5", 8), "coding"): SUPPORTED, (("k5", 1), "math"): None}
+    moved = [swept.BEST[0], {**swept.BEST[1], "variant": "k5", "probability_best": 0.55}]
+    result = diff.compare(side("abc1234", sweep_with()), side("def5678", sweep_with(edits, moved)))
+    comment = render.template("diff.md.j2", d=result, marker=render.Markdown(diff.COMMENT_MARKER))
+    assert_golden(comment, golden_path("diff/sweep.md"))
+
+
+def test_a_sweep_s_cell_that_comes_to_contradict_an_a_b_record_names_the_cell() -> None:
+    a_b = Record.model_validate(swept.CONTRADICTION)
+    agreeing = {(("k3", 8), "coding"): SUPPORTED, (("k3", 8), "math"): SUPPORTED}
+    result = diff.compare(side("a", a_b, sweep_with(agreeing)), side("b", a_b, sweep_with()))
+    [c] = result.contradictions
+    assert (c.older, c.older_cell, c.newer, c.newer_cell, c.cls, c.introduced) == (
+        "ab-k3-c8",
+        None,
+        "sweep",
+        "k3 at concurrency 8",
+        "coding",
+        True,
+    )

@@ -14,7 +14,7 @@ from kbgen.cli import cli
 from kbgen.kb import store
 from kbgen.record.command import record_run
 from tests.conftest import PLAN, RECORD
-from tests.support import replicated
+from tests.support import replicated, swept
 from tests.support.git import commit, git
 from tests.support.runs import make_run
 
@@ -206,3 +206,19 @@ def test_contradicting_records_are_a_warning_and_with_strict_an_error(tmp_path: 
     render_docs(records)
     settled = CliRunner().invoke(cli, [*base, "--strict"])
     assert settled.exit_code == 0 and "warning" not in settled.output, settled.output
+
+
+def test_a_sweep_s_contradicted_cell_is_a_warning_at_its_cells(tmp_path: Path) -> None:
+    records = swept.knowledge_base(tmp_path)
+    render_docs(records)
+    result = CliRunner().invoke(
+        cli, ["check", "--records", str(records), "--docs", str(tmp_path / "docs")]
+    )
+    assert result.exit_code == 0, result.output
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert re.search(
+        rf"^warning: {records}/sweep\.yaml:\d+: verdict\.cells: contradicts ab-k3-c8 "
+        rf"\({records}/ab-k3-c8\.yaml\) in k3 at concurrency 8, class coding \(ab-k3-c8 vs this "
+        r"record: supported vs refuted\)",
+        warning,
+    ), warning

@@ -17,7 +17,7 @@ from kbgen.kb.replications import MAX_LISTED
 from kbgen.site import render
 from tests.conftest import RECORD
 from tests.site.conftest import Site
-from tests.support import replicated
+from tests.support import replicated, swept
 from tests.support.committed import committed
 from tests.support.figures import as_recorded, close, headline, index_rows, linked
 from tests.support.golden import assert_golden, golden_path
@@ -368,3 +368,160 @@ def test_a_minimum_effect_below_one_percent_is_not_rounded_to_nothing(
     assert "which must increase by at least 0.5% (" in page
     assert "must **increase** by at least 0.5%." in page
     assert "by at least 5% (" in site(_replicated(tmp_path / "again"))["records/first.md"]
+
+
+# --- sweeps ----------------------------------------------------------------------------------
+
+
+def _swept(tmp_path: Path) -> Path:
+    return swept.knowledge_base(tmp_path / "swept")
+
+
+def test_golden_plan_page_and_index_of_a_sweep(tmp_path: Path, site: Site) -> None:
+    content = site(_swept(tmp_path))
+    for name in ("plans/next-steps.md", "records/index.md"):
+        assert_golden(content[name], golden_path(name, prefix="swept__"))
+
+
+def _load(load: dict[str, int]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in sorted(load.items()))
+
+
+def test_a_task_resolved_by_a_sweep_shows_its_best_and_what_it_ruled_out(
+    tmp_path: Path, site: Site
+) -> None:
+    """Read back from the page and compared with the sweep's YAML: at each load its best
+    configuration and probability, and every refuted cell with its classes."""
+    records = _swept(tmp_path)
+    verdict = _yaml(records)["sweep"]["verdict"]
+    lines = site(records)["plans/next-steps.md"].splitlines()
+    best = next(line for line in lines if line.startswith("    **Best configuration:** "))
+    shown = best.removeprefix("    **Best configuration:** ").removesuffix(".").split("; at ")
+    assert [s.removeprefix("at ") for s in shown] == [
+        f"{_load(b['load'])}, {b['variant']} (probability {b['probability_best']:.2f}"
+        + (f"; {', '.join(b['ties'])} as good)" if b.get("ties") else ")")
+        for b in verdict["best"]
+    ]
+    ruled = next(line for line in lines if line.startswith("    **Ruled out:** "))
+    refuted: dict[str, list[str]] = {}
+    for cell in verdict["cells"]:
+        if cell["outcome"] == "refuted":
+            refuted.setdefault(f"{cell['variant']} at {_load(cell['load'])}", []).append(
+                cell["class"]
+            )
+    assert ruled.removeprefix("    **Ruled out:** ").removesuffix(".") == "; ".join(
+        f"{where} ({', '.join(classes)})" for where, classes in refuted.items()
+    )
+
+
+def test_an_a_b_task_shows_no_best_or_cells(tmp_path: Path, site: Site) -> None:
+    page = site(_replicated(tmp_path))["plans/next-steps.md"]
+    assert "**Best configuration:**" not in page and "**Ruled out:**" not in page
+
+
+def test_a_sweep_s_cell_and_the_a_b_record_of_its_question_flag_each_other(
+    tmp_path: Path, site: Site
+) -> None:
+    pages = site(_swept(tmp_path))
+    sweep, a_b = pages["records/sweep.md"], pages["records/ab-k3-c8.md"]
+    assert "](ab-k3-c8.md) (2026-11-05), k3 at concurrency 8, coding: supported vs refuted" in (
+        _block(sweep, '!!! warning "Contradicted')
+    )
+    assert "](sweep.md) (2026-11-10, k3 at concurrency 8), coding: supported vs refuted" in (
+        _block(a_b, '!!! warning "Contradicted')
+    )
+    rows = {linked(line): line for line in sweep.splitlines() if line.startswith("| 2026-")}
+    assert rows.keys() == {"ab-k3-c8", "ab-k5-c1"}  # ab-elsewhere ran a load the sweep did not
+    assert (
+        "— as this sweep's k3 at concurrency 8 ⚠️ contradicts this record in coding"
+        in (rows["ab-k3-c8"])
+    )
+    assert "— as this sweep's k5 at concurrency 1 |" in rows["ab-k5-c1"]  # a replication
+    [row] = [line for line in a_b.splitlines() if line.startswith("| 2026-")]
+    assert "](sweep.md) (k3 at concurrency 8) ⚠️ contradicts this record in coding" in row
+    plan = pages["plans/next-steps.md"]
+    assert (
+        "⚠️ **Contradicted** (k3 at concurrency 8) by [A/B ab-k3-c8](../records/ab-k3-c8.md) "
+        "(2026-11-05) in coding: supported vs refuted." in plan
+    )
+
+
+def test_the_index_shows_a_sweep_s_best_configuration(tmp_path: Path, site: Site) -> None:
+    rows = {linked(r["Record"]): r for r in index_rows(site(_swept(tmp_path))["records/index.md"])}
+    assert rows["sweep"]["Variant"] == "k3 vs baseline · best: k3 @c1 (0.97), baseline @c8 (0.61)"
+    assert rows["ab-k3-c8"]["Variant"] == "ngram vs baseline"
+
+
+@pytest.mark.parametrize("name", ["k_3", "ngram_gpu-k3", "k__3_x"])
+def test_a_sweep_s_variant_names_are_text_on_the_pages(
+    tmp_path: Path, site: Site, name: str
+) -> None:
+    """A variant's name may hold underscores, which Markdown reads as emphasis: the plan page
+    and the index show them as written."""
+    records = _swept(tmp_path)
+    path = records / "sweep.yaml"
+    data = yaml.safe_load(path.read_text())
+    variants = data["config"]["variants"]
+    variants[name] = variants.pop("k3")
+    data["verdict"]["variant"] = name
+    for item in [*data["verdict"]["cells"], *data["verdict"]["best"]]:
+        item["variant"] = name if item["variant"] == "k3" else item["variant"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    pages = site(records)
+    plan = _text(pages["plans/next-steps.md"])
+    assert f"at concurrency 1, {name} (probability 0.97)" in plan
+    assert (
+        f"Ruled out: k5 at concurrency 1 (coding); {name} at concurrency 8 (coding, math)" in plan
+    )
+    assert f"best: {name} @c1 (0.97)" in _text(pages["records/index.md"])
+
+
+def _sweep_card(**best: Any) -> Any:
+    from kbgen.kb.cards import Card
+    from kbgen.kb.models import Record
+
+    data = swept.sweep()
+    if best:
+        data["verdict"]["best"] = [best]
+    return Card.of(Record.model_validate(data))
+
+
+@pytest.mark.parametrize(
+    ("best", "compact", "words"),
+    [
+        (
+            {},
+            "best: k3 @c1 (0.97), baseline @c8 (0.61)",
+            "at concurrency 1, k3 (probability 0.97); at concurrency 8, baseline (probability "
+            "0.61; k5 as good)",
+        ),
+        (
+            {
+                "load": {"concurrency": 8, "max_tokens": 256},
+                "variant": "k5",
+                "probability_best": 0.5,
+            },
+            "best: k5 @c8/256tok (0.50)",
+            "at concurrency 8, max_tokens 256, k5 (probability 0.50)",
+        ),
+        (  # a sweep of settings at one load
+            {"variant": "k3", "probability_best": 0.999, "ties": ["k5", "baseline"]},
+            "best: k3 (1.00)",
+            "k3 (probability 1.00; k5, baseline as good)",
+        ),
+    ],
+)
+def test_a_sweep_s_best_configuration_in_words(best: Any, compact: str, words: str) -> None:
+    from kbgen.site import index
+
+    card = _sweep_card(**best)
+    assert (index.best(card), render.best_configuration(card)) == (compact, words)
+
+
+def test_an_a_b_record_has_no_best_configuration_or_cells_to_show() -> None:
+    from kbgen.kb.cards import Card
+    from kbgen.kb.models import Record
+    from kbgen.site import index
+
+    card = Card.of(Record.model_validate(yaml.safe_load(RECORD)))
+    assert (index.best(card), render.best_configuration(card), render.ruled_out(card)) == ("",) * 3

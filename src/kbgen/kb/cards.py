@@ -1,6 +1,7 @@
 """A record as pages, indexes and the replication rules need it (`Card`), and plan tasks' states.
 
-A task stands as the records that resolve it say (`task_states`)."""
+A sweep's card carries its cells, each the question it asks and its classes' results, and its
+best configuration per load; a task stands as the records that resolve it say (`task_states`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import date
 from typing import Any
 
 from kbgen.kb import questions
-from kbgen.kb.models import Plan, Range, Record, Status
+from kbgen.kb.models import Load, Outcome, Plan, Range, Record, Status
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,58 @@ class ClassResult:
     outcome: str
     effect: float
     interval: tuple[float, float] | None = None
+
+
+LoadItems = tuple[tuple[str, int], ...]  # a load level as (name, value) pairs, by name
+
+
+def load_words(load: Load | LoadItems) -> str:
+    """`concurrency 8, max_tokens 256`; empty for the workload's one load."""
+    items = load.items() if isinstance(load, dict) else load
+    return ", ".join(f"{name} {value}" for name, value in sorted(items))
+
+
+def cell_words(variant: str, load: Load | LoadItems) -> str:
+    """`k3 at concurrency 8`: a sweep's cell by its variant and load level."""
+    at = load_words(load)
+    return f"{variant} at {at}" if at else variant
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    """One comparison of a sweep: a variant at a load level against the baseline, the question
+    it asks (`questions.question_of` of the variant at the load) and its classes' results (a
+    class without data, which has no effect, left out: it has nothing to compare)."""
+
+    variant: str
+    load: LoadItems
+    results: tuple[ClassResult, ...]
+    question: str | None = None
+    question_label: str | None = None
+    question_facets: questions.Facets = ()
+
+    @property
+    def where(self) -> str:
+        return cell_words(self.variant, self.load)
+
+    @property
+    def outcome(self) -> str:
+        """The classes' common outcome; mixed when decisive outcomes differ; else inconclusive."""
+        said = {r.outcome for r in self.results}
+        if {Outcome.SUPPORTED, Outcome.REFUTED} <= said:
+            return str(Outcome.MIXED)
+        return said.pop() if len(said) == 1 else str(Outcome.INCONCLUSIVE)
+
+
+@dataclass(frozen=True)
+class SweepBest:
+    """A sweep's best configuration at one load level, its probability of being the best, and
+    the configurations that cannot be told apart from it."""
+
+    load: LoadItems
+    variant: str
+    probability: float
+    ties: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +108,9 @@ class Card:
     model: str | None = None  # the model's name
     hardware: str | None = None  # `questions.hardware`: `8 × NVIDIA H200`
     compared: str | None = None  # `ngram vs baseline`: the arm judged against the baseline
+    cells: tuple[SweepCell, ...] = ()  # a sweep's, in the verdict's order
+    best: tuple[SweepBest, ...] = ()  # a sweep's, per load level
+    cell: str | None = None  # of a card that stands for one cell of a sweep (`answers`)
 
     @property
     def when(self) -> date:
@@ -69,6 +125,29 @@ class Card:
     @property
     def effects(self) -> tuple[float, ...]:
         return tuple(r.effect for r in self.results)
+
+    def answers(self) -> tuple[Card, ...]:
+        """The card as the questions it answers see it: itself, or for a sweep a card per cell,
+        with the cell's question, results and outcome, named by `cell` (`k3 at concurrency
+        8`)."""
+        if not self.cells:
+            return (self,)
+        return tuple(
+            replace(
+                self,
+                outcome=cell.outcome,
+                results=cell.results,
+                variant=cell.variant,
+                acceptance=None,
+                question=cell.question,
+                question_label=cell.question_label,
+                question_facets=cell.question_facets,
+                cells=(),
+                best=(),
+                cell=cell.where,
+            )
+            for cell in self.cells
+        )
 
     @classmethod
     def of(cls, record: Record) -> Card:
@@ -109,6 +188,11 @@ class Card:
             config.model.name if config else None,
             questions.hardware(config.hardware) if config else None,
             f"{arms[1]} vs {arms[0]}" if arms else None,
+            _cells(record),
+            tuple(
+                SweepBest(_items(b.load), b.variant, b.probability_best, tuple(b.ties))
+                for b in (verdict.best if verdict else ())
+            ),
         )
 
     @functools.cached_property
@@ -120,9 +204,21 @@ class Card:
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in _CARD_FIELDS}  # `asdict` is ten times slower
-        data["results"] = [
-            {"cls": r.cls, "outcome": r.outcome, "effect": r.effect, "interval": r.interval}
-            for r in self.results
+        data["results"] = [_result_json(r) for r in self.results]
+        data["cells"] = [
+            {
+                "variant": c.variant,
+                "load": c.load,
+                "results": [_result_json(r) for r in c.results],
+                "question": c.question,
+                "question_label": c.question_label,
+                "question_facets": c.question_facets,
+            }
+            for c in self.cells
+        ]
+        data["best"] = [
+            {"load": b.load, "variant": b.variant, "probability": b.probability, "ties": b.ties}
+            for b in self.best
         ]
         data["created"] = self.created.isoformat()
         data["concluded"] = self.concluded.isoformat() if self.concluded else None
@@ -138,14 +234,21 @@ class Card:
                 "status": Status(data["status"]),
                 "created": date.fromisoformat(data["created"]),
                 "concluded": date.fromisoformat(data["concluded"]) if data["concluded"] else None,
-                "results": tuple(
-                    ClassResult(
-                        r["cls"],
-                        r["outcome"],
-                        r["effect"],
-                        tuple(r["interval"]) if r["interval"] is not None else None,
+                "results": _results_of(data["results"]),
+                "cells": tuple(
+                    SweepCell(
+                        c["variant"],
+                        _items(c["load"]),
+                        _results_of(c["results"]),
+                        c["question"],
+                        c["question_label"],
+                        tuple(tuple(pair) for pair in c["question_facets"]),
                     )
-                    for r in data["results"]
+                    for c in data["cells"]
+                ),
+                "best": tuple(
+                    SweepBest(_items(b["load"]), b["variant"], b["probability"], tuple(b["ties"]))
+                    for b in data["best"]
                 ),
                 "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
                 "question_facets": tuple(tuple(pair) for pair in data["question_facets"]),
@@ -158,6 +261,62 @@ class Card:
 
 
 _CARD_FIELDS = tuple(f.name for f in fields(Card))
+
+
+def _result_json(result: ClassResult) -> dict[str, Any]:
+    return {
+        "cls": result.cls,
+        "outcome": result.outcome,
+        "effect": result.effect,
+        "interval": result.interval,
+    }
+
+
+def _results_of(data: list[dict[str, Any]]) -> tuple[ClassResult, ...]:
+    return tuple(
+        ClassResult(
+            r["cls"],
+            r["outcome"],
+            r["effect"],
+            tuple(r["interval"]) if r["interval"] is not None else None,
+        )
+        for r in data
+    )
+
+
+def _items(load: Load | list[list[Any]] | LoadItems) -> LoadItems:
+    """A load level as (name, value) pairs, by name: hashable, and as JSON reads it back."""
+    pairs = load.items() if isinstance(load, dict) else load
+    return tuple(sorted((str(name), int(value)) for name, value in pairs))
+
+
+def _cells(record: Record) -> tuple[SweepCell, ...]:
+    """A sweep's cells, a comparison per variant and load level in the verdict's order, each
+    with the question it asks; none for an A/B record."""
+    verdict = record.verdict
+    if verdict is None or not verdict.cells:
+        return ()
+    grouped: dict[tuple[str, LoadItems], tuple[Load, list[ClassResult]]] = {}
+    for cell in verdict.cells:
+        _, results = grouped.setdefault((cell.variant, _items(cell.load)), (cell.load, []))
+        if cell.effect is not None:
+            low, high = cell.ci_low, cell.ci_high
+            interval = None if low is None or high is None else (low, high)
+            results.append(ClassResult(cell.prompt_class, str(cell.outcome), cell.effect, interval))
+    out = []
+    for (variant, items), (load, results) in grouped.items():
+        asked = questions.question_of(record, variant, load)
+        out.append(
+            SweepCell(
+                variant,
+                items,
+                tuple(results),
+                asked[0] if asked else None,
+                asked[1] if asked else None,
+                asked[2] if asked else (),
+            )
+        )
+    return tuple(out)
 
 
 def _acceptance(record: Record) -> tuple[float, float] | None:

@@ -20,6 +20,7 @@ from kbgen.kb.models import (
     Engine,
     Hardware,
     Hypothesis,
+    Load,
     Model,
     ModelInfo,
     Record,
@@ -28,7 +29,7 @@ from kbgen.kb.models import (
     Workload,
 )
 
-RULE = 5  # of `question_of`: cached cards, which keep its key and facets, are keyed by it
+RULE = 6  # of `question_of`: cached cards, which keep its key and facets, are keyed by it
 
 Facets = tuple[tuple[str, str], ...]  # (what, its value in words), as `question_of` gives them
 SETTINGS = "settings"  # the facet of the common server arguments and `VLLM_*` variables
@@ -37,13 +38,15 @@ UNSET = "unset"
 
 @dataclass(frozen=True)
 class Asked:
-    """What the parts of the rule read: a record with a configuration and a hypothesis, and the
-    variant judged against its baseline."""
+    """What the parts of the rule read: a record with a configuration and a hypothesis, the
+    variant judged against its baseline, and the load level it was judged at (a sweep's cell;
+    empty: the workload's one load)."""
 
     record: Record
     config: Config
     hypothesis: Hypothesis
     variant: str
+    load: Load
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
     workload = asked.record.workload
     if workload is None:
         return None
-    asked_for = workload.model_dump(mode="json", include=set(WORKLOAD))
+    asked_for = workload.model_dump(mode="json", include=set(WORKLOAD)) | asked.load
     return asked_for | {"request_rate": _request_rate(asked.record), "usage": _usage(asked.record)}
 
 
@@ -208,6 +211,13 @@ def rule() -> str:
             "spec did not say it): two records that both lack a field may differ in it, so an "
             "unknown matches nothing."
         ),
+        "",
+        _wrapped(
+            "A sweep answers a question per cell: each variant against the baseline at each of "
+            "its `loads`, the level's `concurrency` and `max_tokens` taken for the workload's. "
+            "A cell and an A/B record of one question replicate or contradict each other as two "
+            "A/B records do, and so do the cells of two sweeps."
+        ),
     ]
     return "\n".join(lines)
 
@@ -242,17 +252,25 @@ def arms(record: Record) -> tuple[str, str] | None:
     return config.baseline, variant
 
 
-def question_of(record: Record) -> tuple[str, str, Facets] | None:
+def question_of(
+    record: Record, variant: str | None = None, load: Load | None = None
+) -> tuple[str, str, Facets] | None:
     """The key, a readable label and the facets (what the key is made of, in words: `tell_apart`
     says from them what sets two questions of one label apart) of the question `record` answers
-    by `ASKED`; None when it answers none."""
+    by `ASKED`; None when it answers none. A sweep's cell asks its own: `variant` at `load`
+    (by default the verdict's headline, at its load)."""
     config, hypothesis, pair = record.config, record.hypothesis, arms(record)
     if config is None or hypothesis is None or pair is None or unknown_read(record):
         return None
-    asked = Asked(record, config, hypothesis, pair[1])
+    variant = pair[1] if variant is None else variant
+    if variant not in config.variants:
+        return None
+    if load is None:
+        load = record.verdict.load if record.verdict else {}
+    asked = Asked(record, config, hypothesis, variant, load)
     values = {part.key: part.value(asked) for part in ASKED}
     key = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
-    return key, _label(record, pair[1]), _facets(values)
+    return key, _label(record, variant, load), _facets(values)
 
 
 def unknown_read(record: Record) -> list[str]:
@@ -358,7 +376,7 @@ def hardware(hw: Hardware) -> str:
     return "unstated hardware"
 
 
-def _label(record: Record, variant: str) -> str:
+def _label(record: Record, variant: str, load: Load) -> str:
     """`ngram vs baseline · smollm2-135m-instruct · 2 × Intel Xeon · vllm · concurrency 1`."""
     assert record.config is not None
     config = record.config
@@ -368,6 +386,7 @@ def _label(record: Record, variant: str) -> str:
         hardware(config.hardware),
         config.engine.name,
     ]
-    if record.workload and record.workload.concurrency:
-        parts.append(f"concurrency {record.workload.concurrency}")
+    concurrency = load.get("concurrency", record.workload.concurrency if record.workload else None)
+    if concurrency:
+        parts.append(f"concurrency {concurrency}")
     return " · ".join(parts)

@@ -2,7 +2,8 @@
 
 Pure functions over records' cards (`kb.cards.Card`), used by the pages, `kbgen check`,
 `kbgen diff` and `kbgen list --stale`; the question is `kb.questions`' (docs/design.md,
-"Questions, replications, contradictions").
+"Questions, replications, contradictions"). A sweep is seen as its cells (`Card.answers`), each
+a comparison of its own question, beside A/B records and other sweeps' cells.
 """
 
 from __future__ import annotations
@@ -47,13 +48,20 @@ class Contradiction:
     def other(self, record_id: str) -> Card:
         return self.newer if self.older.id == record_id else self.older
 
+    def own(self, record_id: str) -> Card:
+        """`record_id`'s side: its card, or its sweep's cell (`cell` says which)."""
+        return self.older if self.older.id == record_id else self.newer
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "question": self.question,
             "records": [self.older.id, self.newer.id],
             "class": self.cls,
             "why": self.why,
         }
+        if self.older.cell or self.newer.cell:
+            data["cells"] = [self.older.cell, self.newer.cell]
+        return data
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ class Related:
     contradictions: tuple[Contradiction, ...] = ()
     stale: Stale | None = None
     superseded_by: tuple[Card, ...] = ()  # the records that list it under `supersedes`
+    # a sweep's: for each of `others`, its own cell that asks the other's question
+    matched: tuple[str, ...] = ()
 
     @functools.cached_property
     def key(self) -> str:
@@ -91,6 +101,8 @@ class Related:
             self.label,
             str(len(self.others)),
             *[c.digest for c in self.others],
+            str(len(self.matched)),
+            *self.matched,
             str(self.more),
             str(len(self.contradictions)),
             *[f"{c.older.digest} {c.newer.digest} {c.cls} {c.why}" for c in self.contradictions],
@@ -129,11 +141,15 @@ class Evidence:
     @functools.cached_property
     def _by_record(self) -> dict[str, Related]:
         by_record = {}
+        swept: dict[str, list[tuple[Question, tuple[Card, ...], Card]]] = {}  # by record id
         for question in self.questions.values():
             if len(question.cards) < 2 and question.cards[0].id not in self.superseders:
                 continue
             newest = tuple(reversed(question.cards))[: MAX_LISTED + 1]  # enough for any of them
             for card in question.cards:
+                if card.cell is not None:  # a sweep's cell: the sweep's page shows all of them
+                    swept.setdefault(card.id, []).append((question, newest, card))
+                    continue
                 others = tuple(c for c in newest if c.id != card.id)[:MAX_LISTED]
                 by_record[card.id] = Related(
                     question.label,
@@ -143,22 +159,52 @@ class Evidence:
                     self.stale.get(card.id),
                     self.superseders.get(card.id, ()),
                 )
+        for record_id, asked in swept.items():
+            by_record[record_id] = self._of_sweep(record_id, asked)
         for old, newer in self.superseders.items():  # one that answers no question
             by_record.setdefault(old, Related("", superseded_by=newer))
         return by_record
+
+    def _of_sweep(
+        self, record_id: str, asked: list[tuple[Question, tuple[Card, ...], Card]]
+    ) -> Related:
+        """A sweep's page: the replications of all its cells, newest first, each with the cell
+        of its own that asks the other's question; the label where only one cell has any."""
+        found = sorted(
+            (
+                (other, own.cell or "")
+                for _, newest, own in asked
+                for other in newest
+                if other.id != record_id
+            ),
+            key=lambda pair: (pair[0].created, pair[0].id, pair[0].cell or "", pair[1]),
+            reverse=True,
+        )[:MAX_LISTED]
+        shared = [question for question, _, _ in asked if len(question.cards) > 1]
+        return Related(
+            shared[0].label if len(shared) == 1 else "",
+            tuple(other for other, _ in found),
+            sum(len(question.cards) - 1 for question in shared) - len(found),
+            tuple(self._involving.get(record_id, ())),
+            self.stale.get(record_id),
+            self.superseders.get(record_id, ()),
+            tuple(own for _, own in found),
+        )
 
 
 def evidence(cards: Iterable[Card]) -> Evidence:
     """The cards grouped by question, with the contradictions and stale records among them."""
     cards = sorted(cards, key=lambda c: (c.created, c.id))
     standing = {card.id for card in current(cards)}
-    grouped: dict[str, list[Card]] = {}
+    grouped: dict[str, dict[str, Card]] = {}  # question -> record id -> the card it answers with
     for card in cards:
-        if card.question:
-            grouped.setdefault(card.question, []).append(card)
-    labels = _labels({key: members[-1] for key, members in grouped.items()})
+        for answer in card.answers():
+            if answer.question:  # a sweep whose two cells ask one question: the first
+                grouped.setdefault(answer.question, {}).setdefault(answer.id, answer)
+    labels = _labels({key: next(reversed(members.values())) for key, members in grouped.items()})
     questions = {
-        key: Question(key, labels[key], tuple(members)) for key, members in sorted(grouped.items())
+        key: Question(key, labels[key], tuple(members.values()))
+        for key, members in sorted(grouped.items())
     }
     found: list[Contradiction] = []
     stale: dict[str, Stale] = {}

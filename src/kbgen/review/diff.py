@@ -18,6 +18,8 @@ from kbgen.kb.cards import Card, task_states
 from kbgen.kb.loading import KnowledgeBase
 from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
 from kbgen.kb.replications import evidence
+from kbgen.review import sweeps
+from kbgen.review.sweeps import BestRow, CellRow
 
 COMMENT_MARKER = "<!-- kbgen-diff -->"  # how a CI job finds its own comment to update
 
@@ -148,6 +150,8 @@ SHOWN_APART = (
     "verdict.reasons",
     *(f"verdict.per_class.*.{name}" for name in ("outcome", "effect", "ci_low", "ci_high")),
     "verdict.per_class.*.per_unit",  # each prompt's effect: the class's effect says it
+    "verdict.cells",  # a sweep's: its cell rows
+    "verdict.best",  # and its best configurations
 )
 MAX_VALUE_CHARS = 100
 
@@ -168,6 +172,8 @@ class RecordChange:
     evidence: EvidenceBase | None = None  # the head's; None for a removed record
     caveats: list[Caveat] = field(default_factory=list)
     values: list[ValueChange] = field(default_factory=list)  # of a changed record
+    cells: list[CellRow] = field(default_factory=list)  # a sweep's cells that differ
+    best: list[BestRow] = field(default_factory=list)  # a sweep's best configurations that do
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,8 @@ class ContradictionChange:
     cls: str  # "": their overall verdicts
     why: str
     introduced: bool  # True: the change introduced it; False: it resolved it
+    older_cell: str | None = None  # where a side is a sweep: its cell (`k3 at concurrency 8`)
+    newer_cell: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,15 +261,23 @@ def _contradiction_changes(base: Side, head: Side) -> list[ContradictionChange]:
     """The contradictions (`kb.replications`) on one side only: introduced, or resolved."""
     sides = [
         {
-            (c.older.id, c.newer.id, c.cls): c.why
+            (c.older.id, c.newer.id, c.cls, c.older.cell or "", c.newer.cell or ""): c.why
             for c in evidence(side.cards.values()).contradictions
         }
         for side in (base, head)
     ]
     return [
-        ContradictionChange(*key, side[key], introduced=side is sides[1])
+        ContradictionChange(
+            older,
+            newer,
+            cls,
+            side[(older, newer, cls, older_cell, newer_cell)],
+            introduced=side is sides[1],
+            older_cell=older_cell or None,
+            newer_cell=newer_cell or None,
+        )
         for side, other in ((sides[1], sides[0]), (sides[0], sides[1]))
-        for key in sorted(side.keys() - other.keys())
+        for older, newer, cls, older_cell, newer_cell in sorted(side.keys() - other.keys())
     ]
 
 
@@ -295,6 +311,8 @@ def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> Re
         evidence=None if new is None else EvidenceBase.of(new),
         caveats=[] if new is None else _caveats(old, new),
         values=values,
+        cells=sweeps.cell_rows(old, new),
+        best=sweeps.best_rows(old, new),
     )
 
 

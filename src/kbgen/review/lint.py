@@ -169,8 +169,11 @@ def contradictions(base: KnowledgeBase) -> list[Problem]:
         older, newer = c.older, c.newer
         at: list[str | int] = ["verdict", "per_class", c.cls] if c.cls else ["verdict"]
         where = f"class {c.cls}" if c.cls else "its verdict"
+        if newer.cell:  # a sweep's cell: at its cells, the cell named
+            at, where = ["verdict", "cells"], f"{newer.cell}, {where}"
+        named = f"{older.id} ({paths[older.id]})" + (f" at {older.cell}" if older.cell else "")
         message = (
-            f"contradicts {older.id} ({paths[older.id]}) in {where} ({older.id} vs this "
+            f"contradicts {named} in {where} ({older.id} vs this "
             f"record: {c.why}); re-measure, or mark one superseded"
         )
         found.append(located(paths[newer.id], at, message))

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
 MAX_HOME_BYTES = 1 << 20  # docs/index.md, written by hand: larger is not a home page
-FILE_CACHE_FORMAT = 7  # of `_entry`: bump it when that changes, so older caches are ignored
+FILE_CACHE_FORMAT = 8  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
 GENERATED = ("records", "plans")
 

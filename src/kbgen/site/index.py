@@ -42,6 +42,19 @@ def verdict(card: Card) -> str:
     return f"{said} · {card.status}" if said else str(card.status)
 
 
+LOAD_SHORT = {"concurrency": "c{}", "max_tokens": "{}tok"}  # `@c8/256tok`
+
+
+def best(card: Card) -> str:
+    """A sweep's best configuration at each load, compactly, with its probability of being the
+    best: `best: k3 @c1 (0.97), baseline @c8 (0.61)`; empty for an A/B record."""
+    said = []
+    for b in card.best:
+        at = "/".join(LOAD_SHORT.get(name, name + " {}").format(value) for name, value in b.load)
+        said.append(f"{b.variant}{' @' + at if at else ''} ({b.probability:.2f})")
+    return f"best: {', '.join(said)}" if said else ""
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of the records index's table: its heading, and its cell for a record's card
@@ -64,13 +77,19 @@ def _verdict_marked(card: Card, labels: Mapping[str, str], found: Evidence) -> s
     return verdict(card) + "".join(marks)
 
 
+def _variant(card: Card, labels: Mapping[str, str], found: Evidence) -> str:
+    """The arm judged against the baseline; a sweep's best configuration beside it."""
+    compared, said = card.compared or "–", best(card)
+    return f"{compared} · {said}" if said else compared
+
+
 # the script (`SCRIPT`) sorts `Date` newest first and `Effect` by its first number
 COLUMNS = (
     Column("Date", lambda card, labels, found: card.when.isoformat()),
     Column("Record", _record_link),
     Column("Verdict", _verdict_marked),
     Column("Effect", lambda card, labels, found: effect(card)),
-    Column("Variant", lambda card, labels, found: card.compared or "–"),
+    Column("Variant", _variant),
     Column("Model", lambda card, labels, found: card.model or "–"),
     Column("Hardware", lambda card, labels, found: card.hardware or "–"),
     Column("Question", lambda card, labels, found: labels.get(card.question or "", "–")),

@@ -25,7 +25,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
-from kbgen.kb.cards import Card, TaskState, task_states
+from kbgen.kb.cards import Card, TaskState, cell_words, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
@@ -83,6 +83,29 @@ def headline(card: Card) -> Markdown:
     if card.acceptance is not None:
         parts.append(f"acceptance {acceptance(card.acceptance)}")
     return Markdown(" · ".join(parts))
+
+
+def best_configuration(card: Card) -> str:
+    """A sweep's best configuration at each load, with its probability of being the best and
+    the configurations it cannot be told apart from: `at concurrency 1, k3 (probability 0.97);
+    at concurrency 8, baseline (probability 0.61; k5 as good)`; empty for an A/B record."""
+    said = []
+    for best in card.best:
+        at = f"at {load_words(best.load)}, " if best.load else ""
+        ties = f"; {', '.join(best.ties)} as good" if best.ties else ""
+        said.append(f"{at}{best.variant} (probability {best.probability:.2f}{ties})")
+    return "; ".join(said)
+
+
+def ruled_out(card: Card) -> str:
+    """A sweep's refuted cells, each with its classes: `k5 at concurrency 1 (coding); k3 at
+    concurrency 8 (coding, math)`; empty when it refuted none (and for an A/B record)."""
+    said = []
+    for cell in card.cells:
+        refuted = [r.cls for r in cell.results if r.outcome == "refuted"]
+        if refuted:
+            said.append(f"{cell_words(cell.variant, cell.load)} ({', '.join(refuted)})")
+    return "; ".join(said)
 
 
 def by_question(
@@ -273,10 +296,13 @@ def environment(templates: Path | None) -> jinja2.Environment:
         headline=headline,
         by_question=by_question,
         verdict=index.verdict,
+        best=index.best,
         records_table=index.table,
         figure=figure,
         estimate=estimate,
         load_words=load_words,
+        best_configuration=best_configuration,
+        ruled_out=ruled_out,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
     env.globals.update(units=METRIC_UNITS)
