@@ -26,6 +26,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
 from kbgen.kb.cards import Card, TaskState, cell_words, task_states
+from kbgen.kb.cards import load_words as card_load_words
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
@@ -91,7 +92,7 @@ def best_configuration(card: Card) -> str:
     at concurrency 8, baseline (probability 0.61; k5 as good)`; empty for an A/B record."""
     said = []
     for best in card.best:
-        at = f"at {load_words(best.load)}, " if best.load else ""
+        at = f"at {card_load_words(best.load)}, " if best.load else ""
         ties = f"; {', '.join(best.ties)} as good" if best.ties else ""
         said.append(f"{at}{best.variant} (probability {best.probability:.2f}{ties})")
     return "; ".join(said)
