@@ -1,10 +1,8 @@
 """Live progress of `kbgen bench` on the terminal; the only module that imports rich.
 
 Shows the wait for a server to become healthy (it may take an hour), then one bar per measurement
-window — a variant, or in an interleaved run a round's variant ("round 2/4 · ngram"), and in a
-sweep its load ("round 2/4 · ngram-k3 · concurrency 8") — with
-finished/failed requests and the live output rate (tokens of finished requests divided by the
-time since the window's first request was sent).
+window ("round 2/4 · ngram-k3 · concurrency 8": its round, variant and load) with finished and
+failed requests and the live output rate (tokens of finished requests over the window's time).
 """
 
 from __future__ import annotations

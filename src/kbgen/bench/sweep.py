@@ -1,10 +1,9 @@
 """A spec's `sweep:` grid: server settings become variants (one start each), loads become levels.
 
-`sweep` maps dotted paths to lists of values, the way Hydra's multirun or `dvc exp run -S`
-write grids. A server-side path (`VARIANT.speculative_config.FIELD`, `VARIANT.args.--FLAG`)
-expands that variant into one variant per value, named readably (`ngram-k3`); a client-side
-path (`workload.concurrency`, `workload.max_tokens`) becomes load levels, each measured inside
-every server start. Pure: `variants` and `loads` return the grid or the problems, by path.
+`sweep` maps dotted paths to lists of values, as Hydra's multirun or `dvc exp run -S` write
+grids: a server-side path expands its variant into one per value (`ngram-k3`), a client-side
+path (`workload.concurrency`, `workload.max_tokens`) becomes load levels inside every server
+start. Pure: `variants` and `loads` return the grid or the problems, by path.
 """
 
 from __future__ import annotations
@@ -74,10 +73,13 @@ def loads(sweep: Mapping[str, Sequence[JsonValue]], problems: Problems) -> list[
             problems.append((("sweep", path), f"{name} values are whole numbers from 1"))
             continue
         axes.append((key, counts))
-    return [
-        {name: v for (name, _), v in zip(axes, combo, strict=True)}
-        for combo in itertools.product(*(values for _, values in axes))
-    ]
+    out: list[Load] = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        level: Load = {}
+        for (name, _), value in zip(axes, combo, strict=True):
+            level[name] = value
+        out.append(level)
+    return out
 
 
 def variants(

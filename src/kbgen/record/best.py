@@ -1,11 +1,8 @@
 """The best configuration at one load of a sweep, and how sure that is: a distribution, not a max.
 
-Numbers in, a `Best` out. Every configuration (the baseline included) is scored by the mean over
-classes of its units' mean log value (the prompt, or the round: paired across every arm); the
-prompts are resampled within each class, the same draw for every arm, and each resample names
-its best. `probability_best` is the share of resamples the point estimate's best wins; the ties
-are the configurations it does not beat in at least 1 - (1 - CONFIDENCE) / (arms - 1) of them
-(a one-sided Bonferroni over the comparisons with the best).
+Numbers in, a `Best` out: every configuration is scored by the mean over classes of its units'
+mean log value, the units resampled within each class (the same draw for every arm); see
+docs/design.md, "The best of a sweep".
 """
 
 from __future__ import annotations

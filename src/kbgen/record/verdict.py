@@ -142,6 +142,8 @@ def sweep(
         here = at_level(evidence, level)
         for variant in evidence.challengers:
             found = compare(here, variant, hypothesis, temperature, resamples, confidence)
+            if "sweep_step" in load:  # an import's step where the arms were sent different loads
+                found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
             compared[(variant, level)] = found
             for cls in evidence.classes:
                 cells.append(_cell(variant, load, cls, found, evidence.baseline))
@@ -162,7 +164,9 @@ def sweep(
         variant=headline,
         method="bootstrap",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit) + " " + rule.family_text(family, unit),
+        rule=rule.rule_text(hypothesis, unit)
+        + " "
+        + rule.family_text(family, unit, stepped=any("sweep_step" in x for x in evidence.loads)),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
         unit=unit,
@@ -181,6 +185,7 @@ def sweep(
             b
             for level, load in enumerate(evidence.loads)
             if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
+            and "sweep_step" not in load  # nor is there one load to be best at
             and (
                 b := best.choose(
                     load, _unit_means(at_level(evidence, level), hypothesis, unit), hypothesis
