@@ -327,8 +327,9 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
 @click.option(
     "--from",
     "tool",
-    type=click.Choice(["vllm-bench", "guidellm"]),
-    help="TARGETS are VARIANT=FILE result files of this tool, the baseline first.",
+    type=click.Choice(["vllm-bench", "guidellm", "vllm-bench-sweep"]),
+    help="TARGETS are VARIANT=FILE result files of this tool, the baseline first; "
+    "vllm-bench-sweep: one FOLDER, the experiment folder of `vllm bench sweep serve`.",
 )
 @click.option(
     "--into",
@@ -391,6 +392,7 @@ def record(
       kbgen record runs/20261129T101500-ngram-vs-baseline --into records/2026-11-29-ngram.yaml
       kbgen record --from vllm-bench baseline=base.json ngram=ngram.json --spec exp.yaml
       kbgen record --from vllm-bench baseline=b.json ngram=n.json --spec exp.yaml --prompts p.jsonl
+      kbgen record --from vllm-bench-sweep results/tiny-sweep --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
     from kbgen.record.command import record_import, record_run
@@ -406,14 +408,7 @@ def record(
         return
     if tool is not None:
         path = record_import(
-            tool,
-            list(targets),
-            records,
-            into,
-            spec_path,
-            allow_mismatch,
-            allow_summary_only,
-            prompts,
+            tool, [*targets], records, into, spec_path, allow_mismatch, allow_summary_only, prompts
         )
     else:
         if len(targets) != 1:

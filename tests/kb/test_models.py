@@ -489,3 +489,39 @@ def test_a_known_field_is_not_unknown(
 def test_only_the_setup_a_question_reads_may_be_unknown() -> None:
     with pytest.raises(ValidationError, match=r"unknown\.0"):
         Record.model_validate(_record(unknown=["config.hardware.cpu"]))
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        ({"concurrency": 8}, None),
+        ({"request_rate": "inf", "concurrency": 4}, None),
+        ({"request_rate": 14.29}, None),
+        ({"sweep_step": 2}, None),
+        ({"streams": 8}, "Extra inputs are not permitted"),
+        ({"concurrency": 0}, "greater than or equal to 1"),
+        ({"concurrency": 2.0}, "valid integer"),
+        ({"request_rate": 0.0}, "greater than 0"),
+        ({"request_rate": "fast"}, "'inf'"),
+        ({"sweep_step": -1}, "greater than or equal to 0"),
+    ],
+    ids=[
+        "concurrency",
+        "rate-inf",
+        "rate",
+        "sweep-step",
+        "unknown-key",
+        "no-concurrency",
+        "concurrency-float",
+        "zero-rate",
+        "rate-text",
+        "negative-step",
+    ],
+)
+def test_a_load_level_is_validated_key_by_key(load: dict[str, Any], message: str | None) -> None:
+    workload = {"prompt_suite": "p.jsonl", "classes": ["all"], "loads": [load]}
+    if message is None:
+        assert models.Workload.model_validate(workload).loads == [load]
+    else:
+        with pytest.raises(ValidationError, match=message):
+            models.Workload.model_validate(workload)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ from kbgen.cli import cli
 from kbgen.kb.documents import load_file
 from kbgen.kb.models import Record
 from kbgen.record.importers.imported import no_split
+from kbgen.record.recompute import recompute
 from tests.support.imports import (
     BASE,
     BY_POSITION,
@@ -22,8 +24,13 @@ from tests.support.imports import (
     PROMPTS,
     SPEC,
     SPEC_OF,
+    SWEEP_SPEC,
+    VLLM_SWEEP,
     chat_lines,
+    rewrite,
     suite_file,
+    sweep_copy,
+    unpacked,
 )
 
 
@@ -203,3 +210,89 @@ def test_a_planned_record_filled_from_an_import_takes_the_spec_s_setup(tmp_path:
     assert saved.config.variants["ngram"].speculative_config is not None  # the spec's
     assert saved.config.hardware.cpu is not None
     assert saved.unknown == []  # the composed record knows it all: the author's list is gone
+
+
+def _recorded(tmp_path: Path, args: list[str]) -> Path:
+    """The record `kbgen record ARGS` wrote into tmp_path/records, checked by `--check`."""
+    result = CliRunner().invoke(cli, ["record", *args, "--records", str(tmp_path / "records")])
+    assert result.exit_code == 0, result.output
+    path = Path(result.stdout.strip())
+    check = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert check.exit_code == 0 and "ok: every number" in check.stdout, check.output
+    assert recompute(path) == []
+    return path
+
+
+def test_a_vllm_bench_sweep_folder_is_one_sweep_record_that_checks(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP_SPEC)
+    path = _recorded(tmp_path, ["--from", "vllm-bench-sweep", str(VLLM_SWEEP), "--spec", str(spec)])
+    saved = load_file(path)
+    assert isinstance(saved, Record) and saved.config is not None and saved.workload is not None
+    assert saved.config.sweep == {"workload.concurrency": [1, 2]}  # the spec's
+    assert saved.config.variants["ngram"].speculative_config is not None
+    assert saved.workload.loads == [{"concurrency": 1}, {"concurrency": 2}]
+    assert saved.verdict is not None and len(saved.verdict.cells) == 2
+    assert saved.provenance is not None
+    assert "the baseline is baseline: the spec's baseline" in saved.provenance.notes
+    assert saved.raw_samples is not None
+    header = json.loads(
+        gzip.decompress((path.parent / saved.raw_samples.path).read_bytes()).split(b"\n")[0]
+    )
+    assert header["loads"] == [{"concurrency": 1}, {"concurrency": 2}]
+
+
+def test_a_guidellm_sweep_is_one_sweep_record_that_checks(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP_SPEC.replace("sweep:\n  workload.concurrency: [1, 2]\n", ""))
+    files = unpacked(tmp_path)
+    pairs = [f"{arm}={file}" for arm, file in files.items()]
+    path = _recorded(tmp_path, ["--from", "guidellm", *pairs, "--spec", str(spec)])
+    saved = load_file(path)
+    assert isinstance(saved, Record) and saved.workload is not None
+    assert saved.workload.loads is not None and len(saved.workload.loads) == 4
+    assert saved.verdict is not None and len(saved.verdict.cells) == 4
+
+
+@pytest.mark.parametrize(
+    ("targets", "code", "message"),
+    [
+        ([str(VLLM_SWEEP), str(VLLM_SWEEP)], 2, "error: --from vllm-bench-sweep takes one FOLDER"),
+        ([f"baseline={VLLM_SWEEP}"], 2, "error: --from vllm-bench-sweep takes one FOLDER"),
+        ([str(VLLM_SWEEP.parent)], 1, "no combination folders (SERVE-…, BENCH-…)"),
+    ],
+    ids=["two-folders", "a-pair", "the-parent-folder"],
+)
+def test_a_sweep_import_takes_one_experiment_folder(
+    tmp_path: Path, targets: list[str], code: int, message: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP_SPEC)
+    args = ["record", "--from", "vllm-bench-sweep", *targets, "--spec", str(spec)]
+    result = CliRunner().invoke(cli, [*args, "--records", str(tmp_path / "records")])
+    assert result.exit_code == code and message in result.stderr, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "records").exists()
+
+
+def test_a_malformed_sweep_folder_is_one_line_naming_the_file_and_field(tmp_path: Path) -> None:
+    folder = sweep_copy(tmp_path)
+    run = folder / "SERVE--ngram-BENCH--max_concurrency=2" / "run=0.json"
+    rewrite(run, lambda data: data.update(speculative_config={"method": "ngram"}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP_SPEC)
+    args = ["record", "--from", "vllm-bench-sweep", str(folder), "--spec", str(spec)]
+    result = CliRunner().invoke(cli, [*args, "--records", str(tmp_path / "records")])
+    assert result.exit_code == 1, result.output
+    first, count = result.stderr.splitlines()
+    line = run.read_text().splitlines().index('    "speculative_config": {') + 1
+    assert first.startswith(f"{run}:{line}: speculative_config: ")
+    assert count == "1 problem in 1 file(s)" and "Traceback" not in result.output
+
+
+def test_a_sweep_s_variants_are_the_spec_s(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP_SPEC.replace("  ngram:\n", "  eagle:\n"))
+    args = ["record", "--from", "vllm-bench-sweep", str(VLLM_SWEEP), "--spec", str(spec)]
+    result = CliRunner().invoke(cli, [*args, "--records", str(tmp_path / "records")])
+    assert result.exit_code == 2
+    assert "its variants (baseline, ngram) are not the spec's (baseline, eagle)" in result.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from kbgen.kb.models import Hypothesis, Load, Outcome, Record
 from kbgen.record import evidence as evidence_module
-from kbgen.record import verdict
+from kbgen.record import rule, verdict
 from kbgen.record.rule import CONFIDENCE
 from tests.support import sweeps
 
@@ -146,3 +146,20 @@ def test_at_the_minimum_effect_a_sweep_rarely_decides_any_cell() -> None:
     )
     assert decisive / SWEEPS <= 0.05
     assert uncontrolled / SWEEPS > 0.15  # the control is what keeps it down
+
+
+def test_a_step_whose_arms_were_sent_different_loads_decides_no_cell() -> None:
+    """An imported sweep's `sweep_step` level (GuideLLM's sweep gives each arm its own rates):
+    its cells are held inconclusive whatever their intervals, and it names no best."""
+    loads: list[Load] = [{"concurrency": 1}, {"sweep_step": 1}]
+    found = verdict.judge(
+        sweeps.evidence(np.random.default_rng(1), {"k3": [0.5, 0.5]}, loads, prompts=12),
+        HYPOTHESIS,
+        [],
+    )
+    cells = {c.load.get("sweep_step"): c for c in found.cells}
+    assert cells[None].outcome == Outcome.SUPPORTED
+    assert cells[1].outcome == Outcome.INCONCLUSIVE and cells[1].effect is not None
+    assert cells[1].reason == f"k3: {rule.UNEQUAL_LOADS}"
+    assert [b.load for b in found.best] == [loads[0]]
+    assert "`sweep_step`" in found.rule

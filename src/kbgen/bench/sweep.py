@@ -71,10 +71,13 @@ def loads(sweep: Mapping[str, Sequence[JsonValue]], problems: Problems) -> list[
             problems.append((("sweep", path), f"{name} values are whole numbers from 1"))
             continue
         axes.append((key, counts))
-    return [
-        {name: v for (name, _), v in zip(axes, combo, strict=True)}
-        for combo in itertools.product(*(values for _, values in axes))
-    ]
+    out: list[Load] = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        level: Load = {}
+        for (name, _), value in zip(axes, combo, strict=True):
+            level[name] = value
+        out.append(level)
+    return out
 
 
 def variants(

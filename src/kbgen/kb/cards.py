@@ -28,7 +28,8 @@ class ClassResult:
     interval: tuple[float, float] | None = None
 
 
-LoadItems = tuple[tuple[str, int], ...]  # a load level as (name, value) pairs, by name
+# a load level as (name, value) pairs, by name (a request rate may be a float or "inf")
+LoadItems = tuple[tuple[str, int | float | str], ...]
 
 
 def load_words(load: Load | LoadItems) -> str:
@@ -190,7 +191,7 @@ class Card:
             f"{arms[1]} vs {arms[0]}" if arms else None,
             _cells(record),
             tuple(
-                SweepBest(_items(b.load), b.variant, b.probability_best, tuple(b.ties))
+                SweepBest(load_items(b.load), b.variant, b.probability_best, tuple(b.ties))
                 for b in (verdict.best if verdict else ())
             ),
         )
@@ -238,7 +239,7 @@ class Card:
                 "cells": tuple(
                     SweepCell(
                         c["variant"],
-                        _items(c["load"]),
+                        load_items(c["load"]),
                         _results_of(c["results"]),
                         c["question"],
                         c["question_label"],
@@ -247,7 +248,9 @@ class Card:
                     for c in data["cells"]
                 ),
                 "best": tuple(
-                    SweepBest(_items(b["load"]), b["variant"], b["probability"], tuple(b["ties"]))
+                    SweepBest(
+                        load_items(b["load"]), b["variant"], b["probability"], tuple(b["ties"])
+                    )
                     for b in data["best"]
                 ),
                 "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
@@ -284,10 +287,15 @@ def _results_of(data: list[dict[str, Any]]) -> tuple[ClassResult, ...]:
     )
 
 
-def _items(load: Load | list[list[Any]] | LoadItems) -> LoadItems:
+def load_items(load: Load | list[list[Any]] | LoadItems) -> LoadItems:
     """A load level as (name, value) pairs, by name: hashable, and as JSON reads it back."""
     pairs = load.items() if isinstance(load, dict) else load
-    return tuple(sorted((str(name), int(value)) for name, value in pairs))
+    return tuple(sorted((str(name), _value(value)) for name, value in pairs))
+
+
+def _value(value: Any) -> int | float | str:
+    """A load's value as a key holds it: a count, a rate, or `inf`."""
+    return value if isinstance(value, int | float | str) else str(value)
 
 
 def _cells(record: Record) -> tuple[SweepCell, ...]:
@@ -298,7 +306,7 @@ def _cells(record: Record) -> tuple[SweepCell, ...]:
         return ()
     grouped: dict[tuple[str, LoadItems], tuple[Load, list[ClassResult]]] = {}
     for cell in verdict.cells:
-        _, results = grouped.setdefault((cell.variant, _items(cell.load)), (cell.load, []))
+        _, results = grouped.setdefault((cell.variant, load_items(cell.load)), (cell.load, []))
         if cell.effect is not None:
             low, high = cell.ci_low, cell.ci_high
             interval = None if low is None or high is None else (low, high)

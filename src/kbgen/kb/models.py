@@ -25,8 +25,10 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_validator,
+    with_config,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from typing_extensions import TypedDict  # Pydantic needs its TypedDict before Python 3.12
 
 from kbgen.kb import speculative_args
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
@@ -88,9 +90,23 @@ MetricName = Literal[
 # (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
 MeasuredMetric = Literal[MetricName, "steady_output_tok_s"]
 Api = Literal["completions", "chat"]
-# A load level: the client-side settings a sweep varies inside one server start, by name
-# (`{"concurrency": 8}`); empty: the workload's one load
-Load = dict[Literal["concurrency", "max_tokens"], Int]
+# Requests started per second: `inf`, each as soon as the concurrency lets it start
+RequestRate = Annotated[Finite, Field(gt=0)] | Literal["inf"]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Load(TypedDict, total=False):
+    """A load level: the client-side settings a sweep varies inside one server start, by name
+    (`{"concurrency": 8}`); empty: the workload's one load. An imported sweep's level may be a
+    request rate; where the tool sent each arm a load of its own at one step of its sweep
+    (GuideLLM's sweep profile derives its rates from each arm's measurements), the level is that
+    step, `sweep_step` (from 0, the tool's order) alone: its cells compare no arms, and the
+    record's notes give each arm's load."""
+
+    concurrency: Annotated[Int, Field(ge=1)]
+    max_tokens: Annotated[Int, Field(ge=1)]
+    request_rate: RequestRate
+    sweep_step: Count
 
 
 # How a run asked the server for token counts: on every chunk, or at the end of a stream only
@@ -604,9 +620,6 @@ class Config(Model):
         return self
 
 
-RequestRate = Annotated[Finite, Field(gt=0)] | Literal["inf"]
-
-
 class TokenCounts(Model):
     """Tokens per request over a set of requests, as the client counted them."""
 
@@ -873,7 +886,7 @@ class Cell(Model):
 
     variant: VariantName = Field(description="The variant judged.")
     load: Load = Field(
-        default_factory=dict,
+        default_factory=Load,
         description="The load level: the client-side values of the sweep (empty: one load).",
         examples=[{"concurrency": 8}],
     )
@@ -908,7 +921,7 @@ class Family(Model):
 class Best(Model):
     """The configuration that does best at one load level, and how sure that is."""
 
-    load: Load = Field(default_factory=dict, description="The load level (empty: one load).")
+    load: Load = Field(default_factory=Load, description="The load level (empty: one load).")
     variant: VariantName = Field(description="The best configuration (the baseline included).")
     probability_best: Finite = Field(
         ge=0,
@@ -933,7 +946,7 @@ class Configuration(Model):
 
     variant: VariantName = Field(description="The variant.")
     load: Load = Field(
-        default_factory=dict,
+        default_factory=lambda: Load(),
         description="The load level (empty: one load).",
         examples=[{"concurrency": 8}],
     )
@@ -945,7 +958,7 @@ class ParetoPoint(Model):
 
     variant: VariantName = Field(description="The variant (the baseline included).")
     load: Load = Field(
-        default_factory=dict,
+        default_factory=lambda: Load(),
         description="The load level (empty: one load).",
         examples=[{"concurrency": 8}],
     )
@@ -1031,7 +1044,7 @@ class Verdict(Model):
         "without usable data, one-token outputs, a token mismatch).",
     )
     load: Load = Field(
-        default_factory=dict,
+        default_factory=Load,
         description="A sweep: the load level of `variant` and `per_class` (empty: one load).",
     )
     family: Family | None = Field(

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kbgen.bench.runs import RunFolder
+from kbgen.bench.spec import ExperimentSpec
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import documents, files
@@ -59,25 +60,18 @@ def record_import(
     allow_summary_only: bool = False,
     prompts: Path | None = None,
 ) -> Path:
-    """Import VARIANT=FILE result files of `tool` into a planned record or a new one; with
-    `prompts`, the requests take their classes from that prompt file; with `spec_path`, the
-    record takes its variants' settings, server arguments and hardware from that spec (and its
-    hypothesis, title and tasks, unless filling `into` a planned record)."""
-    importer = imports.IMPORTERS[tool]
-    named = []
-    for pair in pairs:
-        name, sep, file = pair.partition("=")
-        if not sep or not name or not file:
-            raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
-        if not re.fullmatch(VARIANT_PATTERN, name):  # it names the record's arms, as a spec's do
-            raise UsageError(
-                f"{name!r}: a variant name is lower-case letters, digits and inner hyphens "
-                "or underscores"
-            )
-        named.append((name, Path(file)))
+    """Import VARIANT=FILE result files of `tool` (a folder tool's one FOLDER of every
+    variant's) into a planned record or a new one; with `prompts`, the requests take their
+    classes from that prompt file; with `spec_path`, the record takes its variants' settings,
+    server arguments and hardware from that spec (and its hypothesis, title and tasks, unless
+    filling `into` a planned record)."""
     spec = load_spec(spec_path) if spec_path is not None else None
-    imports.arms([name for name, _ in named], spec)  # a variant missing: before anything else
-    found = [importer(file, name) for name, file in named]
+    if tool in imports.FOLDERS:
+        found = _folder(tool, pairs, spec)
+    else:
+        named = [_named(pair) for pair in pairs]
+        imports.arms([name for name, _ in named], spec)  # a variant missing: before reading
+        found = [i for name, file in named for i in imports.IMPORTERS[tool](file, name)]
     suite = imports.classify(found, prompts) if prompts is not None else None
     read = None
     resolves: list[str] = []
@@ -108,6 +102,37 @@ def record_import(
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc
     return write(path, record, evidence, read, records)
+
+
+def _named(pair: str) -> tuple[str, Path]:
+    """A VARIANT=FILE argument: the variant's name, and its file."""
+    name, sep, file = pair.partition("=")
+    if not sep or not name or not file:
+        raise UsageError(f"{pair!r}: write each result file as VARIANT=FILE")
+    if not re.fullmatch(VARIANT_PATTERN, name):  # it names the record's arms, as a spec's do
+        raise UsageError(
+            f"{name!r}: a variant name is lower-case letters, digits and inner hyphens "
+            "or underscores"
+        )
+    return name, Path(file)
+
+
+def _folder(tool: str, targets: list[str], spec: ExperimentSpec | None) -> list[imports.Imported]:
+    """The results in a folder tool's one FOLDER; UsageError unless its variants are the
+    spec's (where one is given)."""
+    if len(targets) != 1 or not Path(targets[0]).is_dir():
+        raise UsageError(
+            f"--from {tool} takes one FOLDER, the experiment folder the tool wrote "
+            f"(got {' '.join(targets)})"
+        )
+    found = imports.FOLDERS[tool](Path(targets[0]), spec.baseline if spec else None)
+    names = list(dict.fromkeys(i.variant for i in found))
+    if spec is not None and sorted(names) != sorted(spec.variants):
+        raise UsageError(
+            f"{targets[0]}: its variants ({', '.join(names)}) are not the spec's "
+            f"({', '.join(spec.variants)})"
+        )
+    return found
 
 
 def _new_path(records: Path, spec_id: str) -> Path:

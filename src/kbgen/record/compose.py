@@ -9,6 +9,7 @@ sets is what it shows: fields left unset are not written (`write`).
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
@@ -18,7 +19,7 @@ from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import ExperimentSpec, recorded
 from kbgen.bench.spec import load as load_spec
-from kbgen.errors import Mismatch, UsageError
+from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
     Config,
     Engine,
@@ -193,12 +194,14 @@ def from_imports(
     suite: imports.Suite | None = None,
     spec: ExperimentSpec | None = None,
 ) -> tuple[Record, Evidence | None]:
-    """The record from imported results, one per variant (the spec's baseline first, else the
-    first given); with the evidence when every variant has per-request samples. Its classes are
-    the `suite`'s (`imports.classify` gave the samples theirs), else the one class `all`; its
-    setup is the files' and the `spec`'s (`imports.setup_of`), and what neither says is unknown."""
-    order = imports.arms([i.variant for i in found], spec)
+    """The record from imported results, one per variant, or per variant, sweep step and run of
+    a sweep (`imports.load_levels` makes its load levels); the spec's baseline first, else the first
+    given; with the evidence when every variant has per-request samples. Its classes are the
+    `suite`'s (`imports.classify` gave the samples theirs), else the one class `all`; its setup
+    is the files' and the `spec`'s (`imports.setup_of`), and what neither says is unknown."""
+    order = imports.arms(list(dict.fromkeys(i.variant for i in found)), spec)
     found = sorted(found, key=lambda i: order.index(i.variant))
+    loads, level_notes = imports.load_levels(found)
     differences = []
     seen: dict[str, Any] = {i.variant: i.model for i in found}
     if len(set(seen.values())) > 1:
@@ -209,7 +212,7 @@ def from_imports(
             differences.append(
                 f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
             )
-    setup = imports.setup_of(found, order, spec, suite)
+    setup = imports.setup_of(found, order, spec, suite, loads)
     differences += setup.differences
     if differences and not allow_mismatch:
         raise Mismatch(
@@ -217,7 +220,20 @@ def from_imports(
             "compare anyway; the record will say so)"
         )
     caveats = [f"compared despite: {d} (--allow-mismatch)" for d in differences]
-    with_samples = all(any(s.ok for s in i.samples) for i in found)
+    with_samples = all(any(s.ok for i in found if i.variant == v for s in i.samples) for v in order)
+    if len(loads) > 1 and not with_samples:
+        lacking = next(i for i in found if not any(s.ok for s in i.samples))
+        raise InvalidInput(
+            [
+                Problem(
+                    lacking.source or Path(lacking.variant),
+                    None,
+                    "",
+                    "no per-request samples: a sweep is judged at each load level from its "
+                    "requests (vllm bench serve: --save-detailed)",
+                )
+            ]
+        )
     # before the evidence is built: it sets the prompt_index the verdict pairs arms by
     paired, note = imports.pair_prompts(found) if with_samples else (True, "")
     pairing = [note] if note else []
@@ -227,17 +243,9 @@ def from_imports(
         order,
         classes,
         [s for i in found for s in i.samples],
-        {
-            i.variant: [
-                Counters(
-                    spec_decode=SpecDecodeCounters.model_validate(i.spec_decode),
-                    **figures.known(client_output_tokens=i.output_tokens),
-                )
-            ]
-            for i in found
-            if i.spec_decode
-        },
+        _windows(found),
         paired=paired,
+        loads=loads,
     )
     if with_samples:
         measurements = figures.measurements(evidence)
@@ -263,6 +271,7 @@ def from_imports(
         workload=setup.workload,
         **figures.known(unknown=setup.unknown or None),
         measurements=measurements,
+        **figures.known(by_load=(figures.by_load(evidence) if with_samples else None) or None),
         spec_decode=figures.spec_decode(evidence),
         verdict=decided,
         resolves=resolves or [],
@@ -273,13 +282,34 @@ def from_imports(
             reference=", ".join(tools),
             recorded_at=_now(),
             **figures.known(host=spec.host_label if spec else None),
-            notes=list(dict.fromkeys([n for i in found for n in i.notes] + pairing + setup.notes)),
+            notes=list(
+                dict.fromkeys(
+                    [n for i in found for n in i.notes] + level_notes + pairing + setup.notes
+                )
+            ),
         ),
         **figures.known(
             raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}") if with_samples else None
         ),
     )
     return record, evidence if with_samples else None
+
+
+def _windows(found: list[imports.Imported]) -> dict[str, list[Counters]]:
+    """The speculative-decoding counters the tools scraped, one window per file (per sweep
+    level and run), by variant."""
+    out: dict[str, list[Counters]] = {}
+    for i in found:
+        if i.spec_decode:
+            out.setdefault(i.variant, []).append(
+                Counters(
+                    spec_decode=SpecDecodeCounters.model_validate(i.spec_decode),
+                    **figures.known(
+                        client_output_tokens=i.output_tokens, level=i.level, round=i.round
+                    ),
+                )
+            )
+    return out
 
 
 def _metric_stats(imported: imports.Imported) -> dict[MeasuredMetric, MetricStats]:

@@ -17,6 +17,11 @@ from kbgen.record import stats
 from kbgen.record.stats import RESAMPLES, Effect
 
 CONFIDENCE = 0.95
+# why a sweep's cell at a `sweep_step` level is not decided
+UNEQUAL_LOADS = (
+    "the arms were sent different loads at this step of the tool's sweep (the record's notes "
+    "give each arm's): no comparison at one load"
+)
 MAX_FAILURE_RATE = 0.05  # per arm and class, failed attempts over attempts, resumes included
 MIN_TOKENS = 2  # a request with fewer has no decode phase
 MIN_ROUNDS = 2  # for output_tok_s, whose unit is the round
@@ -479,9 +484,10 @@ def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
     )
 
 
-def family_text(family: Family, unit: Unit) -> str:
+def family_text(family: Family, unit: Unit, stepped: bool = False) -> str:
     """How a sweep keeps its many comparisons from deciding by chance, and what `best` means,
-    in words, for the record."""
+    in words, for the record; `stepped`: some of its levels are steps of an imported sweep
+    whose arms were sent different loads (`sweep_step`)."""
     units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
     return (
         f"Sweep: {family.comparisons} comparisons per class (every variant at every load "
@@ -495,6 +501,12 @@ def family_text(family: Family, unit: Unit) -> str:
         f"{RESAMPLES:,} resamples of {units} (paired across every arm, within each class) that "
         f"it wins; ties are the configurations it does not beat in at least 1 - "
         f"{1 - CONFIDENCE:.0%} / (configurations - 1) of them."
+        + (
+            " A level that is a `sweep_step` (the tool sent each arm its own load at that step "
+            "of its sweep) compares no arms: its cells are inconclusive, and it has no best."
+            if stepped
+            else ""
+        )
     )
 
 

@@ -151,6 +151,8 @@ def sweep(
             windows += [f"{_where(arm, load)}: {c}" for c in found_there.caveats]
         for variant in evidence.challengers:
             found = compare(here, variant, hypothesis, temperature, resamples, confidence, False)
+            if "sweep_step" in load:  # an import's step where the arms were sent different loads
+                found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
             compared[(variant, level)] = found
             for cls in evidence.classes:
                 cells.append(_cell(variant, load, cls, found, evidence.baseline))
@@ -173,7 +175,10 @@ def sweep(
         variant=headline,
         method="bootstrap",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit) + " " + rule.family_text(family, unit) + front_rule,
+        rule=rule.rule_text(hypothesis, unit)
+        + " "
+        + rule.family_text(family, unit, stepped=any("sweep_step" in x for x in evidence.loads))
+        + front_rule,
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
         unit=unit,
@@ -192,6 +197,7 @@ def sweep(
             b
             for level, load in enumerate(evidence.loads)
             if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
+            and "sweep_step" not in load  # nor is there one load to be best at
             and (
                 b := best.choose(
                     load, _unit_means(at_level(evidence, level), hypothesis, unit), hypothesis

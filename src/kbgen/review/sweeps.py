@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbgen.kb.cards import cell_words, load_words
+from kbgen.kb.cards import LoadItems, cell_words, load_items, load_words
 from kbgen.kb.models import Best, Cell, Load, Record
 
 
@@ -75,9 +75,9 @@ def cell_rows(old: Record | None, new: Record | None) -> list[CellRow]:
     return rows
 
 
-def _cells(record: Record | None) -> dict[tuple[str, tuple[tuple[str, int], ...], str], Cell]:
+def _cells(record: Record | None) -> dict[tuple[str, LoadItems, str], Cell]:
     cells = record.verdict.cells if record is not None and record.verdict else []
-    return {(c.variant, tuple(sorted(c.load.items())), c.prompt_class): c for c in cells}
+    return {(c.variant, load_items(c.load), c.prompt_class): c for c in cells}
 
 
 def best_rows(old: Record | None, new: Record | None) -> list[BestRow]:
@@ -111,6 +111,6 @@ def best_rows(old: Record | None, new: Record | None) -> list[BestRow]:
     return rows
 
 
-def _best(record: Record | None) -> dict[tuple[tuple[str, int], ...], Best]:
+def _best(record: Record | None) -> dict[LoadItems, Best]:
     best = record.verdict.best if record is not None and record.verdict else []
-    return {tuple(sorted(b.load.items())): b for b in best}
+    return {load_items(b.load): b for b in best}

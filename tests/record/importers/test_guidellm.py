@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kbgen.errors import InvalidInput
-from kbgen.record import compose
+from kbgen.kb.models import Load, Outcome
+from kbgen.record import compose, rule
 from kbgen.record.importers import guidellm
 from tests.support.imports import (
     FASTER,
@@ -21,6 +22,7 @@ from tests.support.imports import (
     GL_NGRAM,
     changed,
     set_at,
+    unpacked,
 )
 
 
@@ -269,3 +271,82 @@ def test_a_rate_that_is_no_rate_is_not_said(tmp_path: Path, rate: float) -> None
     strategy = {"type_": "poisson", "rate": rate}
     path = changed(GL_BASE, tmp_path / "g.json", set_at("benchmarks.0.config.strategy", strategy))
     assert "request_rate" not in guidellm.read(path, "baseline").said
+
+
+def test_a_guidellm_sweep_is_a_step_per_benchmark(tmp_path: Path) -> None:
+    """GuideLLM's sweep profile: synchronous, throughput (at most 4 in flight), then constant
+    rates it derives from those two, each benchmark a step of the sweep by its run_index."""
+    found = guidellm.read_all(unpacked(tmp_path)["baseline"], "baseline")
+    assert [(i.step, i.step_kind, len(i.samples)) for i in found] == [
+        (0, "synchronous", 4),
+        (1, "throughput", 4),
+        (2, "constant", 4),
+        (3, "constant", 4),
+    ]
+    assert [i.said["concurrency"] for i in found] == [1, 4, None, None]
+    assert [i.said["request_rate"] for i in found[2:]] == pytest.approx([14.2949, 19.0153], 1e-5)
+    assert guidellm.SWEEP in found[0].notes
+    assert "baseline at constant@14.29: GuideLLM's own figures" in "\n".join(found[2].notes)
+
+
+def test_a_guidellm_sweep_is_one_record_whose_unequal_steps_compare_nothing(
+    tmp_path: Path,
+) -> None:
+    files = unpacked(tmp_path)
+    found = [i for arm, path in files.items() for i in guidellm.read_all(path, arm)]
+    record, evidence = compose.from_imports(found, "x", "X", FASTER)
+    loads: list[Load] = [
+        {"concurrency": 1, "request_rate": "inf"},
+        {"concurrency": 4, "request_rate": "inf"},
+        {"sweep_step": 2},
+        {"sweep_step": 3},
+    ]
+    assert evidence is not None and evidence.loads == loads and evidence.paired
+    assert record.workload is not None and record.workload.loads == loads
+    assert [m.load for m in record.by_load] == loads
+    assert record.provenance is not None
+    notes = record.provenance.notes
+    assert (
+        "sweep step 2: the arms were sent different loads (baseline request rate 14.2949; "
+        "ngram request rate 9.7998): its cells compare no arms" in notes
+    )
+    assert "requests paired by prompt text: 16 prompt(s) sent to every variant, of 16" in notes
+    verdict = record.verdict
+    assert verdict is not None
+    cells = {json.dumps(c.load): c for c in verdict.cells if c.variant == "ngram"}
+    assert list(cells) == [json.dumps(load) for load in loads]
+    for load in loads[2:]:
+        cell = cells[json.dumps(load)]
+        assert cell.outcome == Outcome.INCONCLUSIVE and rule.UNEQUAL_LOADS in (cell.reason or "")
+    assert [b.load for b in verdict.best] == loads[:2]  # no best where no one load was sent
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            set_at("benchmarks.2.metrics.request_totals.successful", 5),
+            "benchmarks[2].metrics.request_totals.successful",
+            "says 5, but the report lists 4 successful requests",
+        ),
+        (set_at("benchmarks.3.config.run_index", 2), "benchmarks[3].config.run_index", "2 is"),
+    ],
+    ids=["a-later-benchmark-miscounted", "run-index-twice"],
+)
+def test_a_bad_sweep_benchmark_is_located(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], field: str, message: str
+) -> None:
+    path = changed(unpacked(tmp_path)["baseline"], tmp_path / "g.json", change)
+    with pytest.raises(InvalidInput) as info:
+        guidellm.read_all(path, "baseline")
+    [problem] = info.value.problems
+    assert (problem.field, problem.line) == (field, 1) and message in problem.message
+
+
+def test_a_sweep_against_one_benchmark_is_refused(tmp_path: Path) -> None:
+    found = [
+        *guidellm.read_all(GL_BASE, "baseline"),
+        *guidellm.read_all(unpacked(tmp_path)["ngram"], "ngram"),
+    ]
+    with pytest.raises(InvalidInput, match="baseline: results of one load, where the other"):
+        compose.from_imports(found, "x", "X", FASTER)

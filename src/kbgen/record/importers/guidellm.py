@@ -131,9 +131,11 @@ class GuideLLMStrategy(Format):
     type_: str | None = None
     streams: Count | None = None
     rate: Finite | None = None
+    max_concurrency: Count | None = None  # at most this many in flight (throughput: as many)
 
 
 class GuideLLMBenchmarkConfig(Format):
+    run_index: Count | None = None  # its position in the run's strategies (a sweep's step)
     sample_size: Count | None = None
     backend: GuideLLMBackend | None = None
     strategy: GuideLLMStrategy | None = None
@@ -183,33 +185,98 @@ class GuideLLMReport(Format):
 
     @model_validator(mode="after")
     def _counts_listed(self) -> GuideLLMReport:
-        """The first benchmark's request totals against the requests it lists (the one read)."""
-        bench = self.benchmarks[0]
-        totals = (bench.metrics and bench.metrics.request_totals) or GuideLLMTotals()
-        requests = bench.requests or GuideLLMRequests()
-        listed = {"successful": requests.successful or [], "errored": requests.errored or []}
-        sampled = bench.config and bench.config.sample_size
-        hint = (
-            f" (the report keeps a sample of {sampled}: run without sample_size)" if sampled else ""
-        )
-        fail_at(
-            "GuideLLMReport",
-            [
+        """Each benchmark's request totals against the requests it lists, and its run_index
+        one of its own."""
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        indices: set[int] = set()
+        for i, bench in enumerate(self.benchmarks):
+            totals = (bench.metrics and bench.metrics.request_totals) or GuideLLMTotals()
+            requests = bench.requests or GuideLLMRequests()
+            listed = {"successful": requests.successful or [], "errored": requests.errored or []}
+            sampled = bench.config and bench.config.sample_size
+            hint = f" (the report keeps a sample of {sampled}: run without sample_size)"
+            errors += [
                 (
-                    ("benchmarks", 0, "metrics", "request_totals", kind),
-                    f"says {said}, but the report lists {len(items)} {kind} requests{hint}",
+                    ("benchmarks", i, "metrics", "request_totals", kind),
+                    f"says {said}, but the report lists {len(items)} {kind} requests"
+                    + (hint if sampled else ""),
                 )
                 for kind, items in listed.items()
                 if (said := getattr(totals, kind)) is not None and said != len(items)
-            ],
-        )
+            ]
+            index = bench.config.run_index if bench.config else None
+            if index in indices:
+                errors.append((("benchmarks", i, "config", "run_index"), f"{index} is another's"))
+            indices.add(i if index is None else index)
+        fail_at("GuideLLMReport", errors)
         return self
 
 
 def read(path: Path, variant: str) -> Imported:
-    """The first benchmark of the GuideLLM report at `path`, as `variant`'s results."""
+    """The first benchmark of the GuideLLM report at `path`, as `variant`'s results
+    (`read_all`: each of a sweep's)."""
     report = read_format(path, GuideLLMReport)
-    bench = report.benchmarks[0]
+    out = _benchmark(report, 0, path, variant, variant)
+    out.notes.insert(
+        0,
+        f"{variant}: imported from {path.name} ({_tool(report)}, first of "
+        f"{len(report.benchmarks)} benchmark(s))",
+    )
+    return out
+
+
+def read_all(path: Path, variant: str) -> list[Imported]:
+    """Every benchmark of the GuideLLM report at `path`, as `variant`'s results: several are a
+    sweep (`--profile kind=sweep`, a list of rates), each benchmark a step of it, by its
+    run_index, the tool's kind of strategy its kind (`levels` makes them load levels)."""
+    report = read_format(path, GuideLLMReport)
+    if len(report.benchmarks) == 1:
+        return [read(path, variant)]
+    out = []
+    for i, bench in enumerate(report.benchmarks):
+        config = bench.config or GuideLLMBenchmarkConfig()
+        strategy = config.strategy or GuideLLMStrategy()
+        imported = _benchmark(report, i, path, variant, f"{variant} at {_label(strategy)}")
+        imported.step = i if config.run_index is None else config.run_index
+        imported.step_kind = strategy.type_
+        out.append(imported)
+    out[0].notes.insert(
+        0,
+        f"{variant}: imported from {path.name} ({_tool(report)}): its {len(out)} benchmarks as "
+        "the sweep's steps, by run_index",
+    )
+    spec = report.config.spec if report.config and report.config.spec else GuideLLMSpec()
+    if isinstance(spec.profile, dict) and spec.profile.get("kind") == "sweep":
+        out[0].notes.append(SWEEP)
+    return out
+
+
+SWEEP = (
+    "GuideLLM's sweep profile sets its constant rates from what it measured of each arm (from "
+    "its synchronous to its throughput rate): the arms' rates differ, so those steps are the "
+    "sweep's, not one load"
+)
+
+
+def _tool(report: GuideLLMReport) -> str:
+    return f"GuideLLM {report.metadata.guidellm_version if report.metadata else None}"
+
+
+def _label(strategy: GuideLLMStrategy) -> str:
+    """A strategy as GuideLLM's console names it: `synchronous`, `constant@14.29`."""
+    kind = strategy.type_ or "strategy"
+    if strategy.rate is not None:
+        return f"{kind}@{strategy.rate:.2f}"
+    bound = strategy.streams or strategy.max_concurrency
+    return f"{kind}@{bound}" if bound and kind != "synchronous" else kind
+
+
+def _benchmark(
+    report: GuideLLMReport, index: int, path: Path, variant: str, about: str
+) -> Imported:
+    """Benchmark `index` of the report, as `variant`'s results; `about` names them in the
+    notes of what holds for them alone."""
+    bench = report.benchmarks[index]
     spec = report.config.spec if report.config and report.config.spec else GuideLLMSpec()
     bench_config = bench.config or GuideLLMBenchmarkConfig()
     model = (spec.backend and spec.backend.model) or (
@@ -217,10 +284,6 @@ def read(path: Path, variant: str) -> Imported:
     )
     version = report.metadata.guidellm_version if report.metadata else None
     out = Imported(variant, "guidellm", model or None, version=version, source=path)
-    out.notes.append(
-        f"{variant}: imported from {path.name} (GuideLLM {version}, first of "
-        f"{len(report.benchmarks)} benchmark(s))"
-    )
     out.notes.append(MAPPING)
     metrics = bench.metrics or GuideLLMMetrics()
     figures = headline(
@@ -232,7 +295,7 @@ def read(path: Path, variant: str) -> Imported:
         ("requests_per_second (successful, mean)", _mean(metrics.requests_per_second), "req/s"),
         ("duration", bench.duration, "s"),
     )
-    out.notes.append(f"{variant}: GuideLLM's own figures: {figures}")
+    out.notes.append(f"{about}: GuideLLM's own figures: {figures}")
     requests = bench.requests or GuideLLMRequests()
     successful, errored = requests.successful or [], requests.errored or []
     for i, req in enumerate(successful):
@@ -252,11 +315,11 @@ def read(path: Path, variant: str) -> Imported:
         error = (req.info and req.info.error) or "errored request"
         out.samples.append(sample(variant, i, None, [], None, error))
     if errored:
-        out.notes.append(f"{variant}: {len(errored)} of {len(out.samples)} requests errored")
+        out.notes.append(f"{about}: {len(errored)} of {len(out.samples)} requests errored")
     incomplete = requests.incomplete or []
     if incomplete:
         out.notes.append(
-            f"{variant}: {len(incomplete)} incomplete request(s) (cancelled when the benchmark "
+            f"{about}: {len(incomplete)} incomplete request(s) (cancelled when the benchmark "
             "ended) not imported"
         )
     sent = [_prompt_sent(req) for req in (*successful, *errored)]
@@ -302,8 +365,8 @@ def _schedule(strategy: GuideLLMStrategy) -> dict[str, Any]:
         return {"concurrency": 1, "request_rate": "inf"}
     if kind == "concurrent" and strategy.streams:
         return {"concurrency": strategy.streams, "request_rate": "inf"}
-    if kind == "throughput":
-        return {"concurrency": None, "request_rate": "inf"}
+    if kind == "throughput":  # as many in flight as it may: its bound is its concurrency
+        return {"concurrency": strategy.max_concurrency, "request_rate": "inf"}
     if kind in ("constant", "poisson") and strategy.rate is not None and strategy.rate > 0:
         return {"concurrency": None, "request_rate": strategy.rate}
     return {}

@@ -49,6 +49,14 @@ class Imported:
     source: Path | None = None
     prompt_texts: list[str | None] = field(default_factory=list)
     in_order_sent: bool = False
+    # One part of a sweep: the step of the tool's sweep it was sent at (GuideLLM's run_index, a
+    # bench combination of `vllm bench sweep serve`) and the tool's kind of step, and which of
+    # the tool's repeated runs it is; None: the import's one. `levels` makes the record's load
+    # levels of the steps, and sets `level`, the step's index in them.
+    step: int | None = None
+    step_kind: str | None = None
+    round: int | None = None
+    level: int | None = None
 
 
 def sample(

@@ -29,7 +29,12 @@ def pair_prompts(found: list[Imported]) -> tuple[bool, str]:
                 sample.prompt_index = index.setdefault(key, len(index))
                 sample.repeat = seen.get(sample.prompt_index, 0)
                 seen[sample.prompt_index] = sample.repeat + 1
-        common = set.intersection(*({s.prompt_index for s in i.samples} for i in found))
+        sent: dict[str, set[int]] = {}  # a variant's prompts, at every step of a sweep
+        for imported in found:
+            sent.setdefault(imported.variant, set()).update(
+                s.prompt_index for s in imported.samples
+            )
+        common = set.intersection(*sent.values())
         return True, (
             f"requests paired by prompt text: {len(common)} prompt(s) sent to every variant, "
             f"of {len(index)}"

@@ -53,6 +53,13 @@ def read_format(path: Path, model: type[F]) -> F:
         raise InvalidInput([replace(p, line=lines[loc]) for p, loc in where.items()]) from exc
 
 
+def problem_at(path: Path, loc: positions.Loc, message: str) -> Problem:
+    """A problem with the value at the key path `loc` of the JSON file at `path`, at its line
+    (one the file's model cannot see: a disagreement with another file)."""
+    text = read_regular(path, MAX_BYTES).decode("utf-8", errors="replace")
+    return Problem(path, positions.lines_of(text, {loc})[loc], dotted(loc), message)
+
+
 def _deeper_than(data: Any, limit: int) -> bool:
     stack = [(data, 1)]
     while stack:

@@ -18,6 +18,7 @@ from kbgen.kb.models import (
     Config,
     Engine,
     Hardware,
+    Load,
     ModelInfo,
     TokenCounts,
     Unknowable,
@@ -84,11 +85,16 @@ def arms(names: list[str], spec: ExperimentSpec | None) -> list[str]:
 
 
 def setup_of(
-    found: list[Imported], order: list[str], spec: ExperimentSpec | None, suite: Suite | None
+    found: list[Imported],
+    order: list[str],
+    spec: ExperimentSpec | None,
+    suite: Suite | None,
+    loads: list[Load] | None = None,
 ) -> Setup:
     """The setup of the imports `found`, whose variants are `order` (the baseline first), with
-    the settings `spec` gives (where one is given) and the prompt file `suite` the requests
-    took their classes from."""
+    the settings `spec` gives (where one is given), the prompt file `suite` the requests took
+    their classes from and a sweep's load levels (`levels`)."""
+    loads = loads if loads and len(loads) > 1 else None
     tools = {i.tool for i in found}
     engine = "vllm" if spec is not None or tools == {"vllm bench serve"} else UNKNOWN
     model = found[0].model or UNKNOWN
@@ -116,10 +122,13 @@ def setup_of(
         **_known(server_env=dict(getattr(spec.server, "env", {})) or None if spec else None),
         baseline=order[0],
         variants={name: recorded(spec.variants[name]) if spec else Variant() for name in order},
+        **_known(sweep=dict(spec.sweep) or None if spec else None),
     )
     settings, differences, from_spec = _settings(found, spec)
     tokens = {key: _pooled([i.tokens[key] for i in found if key in i.tokens]) for key in TOKENS}
     differences += _lengths(settings, tokens["output_tokens"])
+    if spec is not None and len(spec.loads) > 1 and spec.loads != (loads or [{}]):
+        differences.append(f"the spec's load levels are {spec.loads}, the files' {loads or [{}]}")
     unknown |= {f"workload.{name}" for name in SETTINGS if settings.get(name) is None}
     datasets = {i.dataset for i in found}
     dataset = datasets.pop() if len(datasets) == 1 else None
@@ -129,7 +138,7 @@ def setup_of(
         prompt_suite=_suite_name(suite.path) if suite else dataset or UNKNOWN,
         **_known(prompt_suite_sha256=suite.sha256 if suite else None),
         classes=suite.classes if suite else [ALL],
-        **_known(**settings, **tokens),
+        **_known(**settings, **tokens, loads=loads),
     )
     notes = []
     if from_spec:

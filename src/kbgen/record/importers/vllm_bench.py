@@ -198,21 +198,24 @@ def _error(error: str | None, ttft: float | None, output_len: int | None) -> str
     return None
 
 
-def read(path: Path, variant: str) -> Imported:
-    """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request)."""
+def read(path: Path, variant: str, about: str | None = None) -> Imported:
+    """The JSON of `vllm bench serve --save-result` (with `--save-detailed`: per request);
+    `about` names these results in the notes of what holds for them alone (the variant's name;
+    one run of a sweep: which)."""
     result = read_format(path, VllmBenchResult)
+    about = about or variant
     out = Imported(variant, "vllm bench serve", result.model_id, source=path)
     out.workload = {
         k: getattr(result, k)
         for k in ("num_prompts", "total_input_tokens", "backend", "burstiness")
     }
     out.said = _said(result)
-    out.notes.append(f"{variant}: imported from {path.name} (vllm bench serve)")
+    out.notes.append(f"{about}: imported from {path.name} (vllm bench serve)")
     out.notes.append(MAPPING)  # the same for every variant: one note
     out.notes.append(UNSAID)
     if out.said.get("concurrency", 0) is None:
         out.notes.append(
-            f"{variant}: run without --max-concurrency: how many requests were in flight was not "
+            f"{about}: run without --max-concurrency: how many requests were in flight was not "
             "bounded (concurrency unknown)"
         )
     figures = headline(
@@ -222,11 +225,11 @@ def read(path: Path, variant: str) -> Imported:
     )
     failed = "unknown" if result.failed is None else result.failed
     out.notes.append(
-        f"{variant}: vllm bench serve's own figures: {figures} ({result.completed} completed, "
+        f"{about}: vllm bench serve's own figures: {figures} ({result.completed} completed, "
         f"{failed} failed)"
     )
     if result.ttfts is not None and result.output_lens is not None:
-        _requests(result, out)
+        _requests(result, out, about)
     else:
         out.notes.append(
             f"{variant}: no per-request samples (run with --save-detailed): no confidence interval"
@@ -271,7 +274,7 @@ def read(path: Path, variant: str) -> Imported:
     return out
 
 
-def _requests(result: VllmBenchResult, out: Imported) -> None:
+def _requests(result: VllmBenchResult, out: Imported, about: str) -> None:
     """The per-request lists of a `--save-detailed` file as samples."""
     ttfts, lengths = result.ttfts or [], result.output_lens or []
     n = len(ttfts)
@@ -293,7 +296,7 @@ def _requests(result: VllmBenchResult, out: Imported) -> None:
     out.in_order_sent = True  # the tool gathers its results in the order it sent the requests
     ok = sum(s.ok for s in out.samples)
     if n - ok:
-        out.notes.append(f"{variant}: {n - ok} of {n} requests failed")
+        out.notes.append(f"{about}: {n - ok} of {n} requests failed")
     if leading is None:
         for s in out.samples:
             s.chunk_tokens = []
@@ -310,7 +313,7 @@ def _requests(result: VllmBenchResult, out: Imported) -> None:
         for s in out.samples:
             s.chunk_tokens = []
         out.notes.append(
-            f"{variant}: in {several} of {ok} requests the chunks did not hold one token each "
+            f"{about}: in {several} of {ok} requests the chunks did not hold one token each "
             "(vllm bench does not say how many each held): no per-token ITL for this variant "
             "(chunk gaps kept)"
         )
