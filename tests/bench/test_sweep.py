@@ -238,7 +238,9 @@ def test_a_sweep_finds_the_best_setting_per_load_and_refutes_the_worse(tmp_path:
 
 
 def test_a_resumed_sweep_measures_no_cell_twice(tmp_path: Path) -> None:
-    folder, _ = run_sweep(tmp_path, interrupt_after=50)
+    folder, starts = run_sweep(tmp_path, interrupt_after=50)
+    # the arm interrupted mid-window is started again: both starts are kept
+    assert sum(len(v.startup_s) for v in folder.meta().variants.values()) == len(starts) == 8
     samples = folder.samples()
     keys = [(s.variant, s.level, s.round, s.prompt_index, s.repeat) for s in samples if s.ok]
     assert len(keys) == len(set(keys)) == 4 * 2 * 2 * 8

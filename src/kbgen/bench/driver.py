@@ -336,6 +336,10 @@ class _Run:
                 windows=earlier.windows if earlier else [],
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
             )
+            if launched.startup_s is not None:  # kept at once: a start a kill cuts short cost too
+                meta = self.folder.meta()
+                meta.variants[name] = info
+                self.folder.write_meta(meta)
             self.events.variant_started(name, len(todo), launched)
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))

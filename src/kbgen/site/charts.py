@@ -14,6 +14,7 @@ from kbgen.site.formats import load as load_words
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 30, 60
 COLOURS = ["#5c6bc0", "#ef6c00", "#26a69a", "#ab47bc", "#8d6e63"]
+KEY_WIDTH, KEY_ROW = 140, 18  # a variant's place in a chart's key, and a row of the key
 
 
 def _fmt(value: float) -> str:
@@ -200,9 +201,12 @@ def pareto(record: Record, latency: str) -> str | None:
     def y_of(value: float) -> float:
         return TOP + plot_h - plot_h * min(value, y_top) / y_top
 
+    shown = [v for v in variants if any(p.variant == v for p, _, _ in points)]
+    per_row = (WIDTH - LEFT) // KEY_WIDTH  # the key's rows: as many as its variants need
+    height = HEIGHT + KEY_ROW * (math.ceil(len(shown) / per_row) - 1)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="kbgen-chart" width="{WIDTH}" '
-        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'style="max-width:100%;height:auto" aria-label="{escape(title)}" '
         f'data-kbgen-pareto="{escape(latency)}">',
         f"<title>{escape(title)}</title>",
@@ -261,12 +265,12 @@ def pareto(record: Record, latency: str) -> str | None:
             f"{escape('/'.join(str(v) for v in p.load.values()))}</text>",
             "</g>",
         ]
-    for s, variant in enumerate(v for v in variants if any(p.variant == v for p, _, _ in points)):
-        x = LEFT + s * 140
+    for s, variant in enumerate(shown):
+        x, y = LEFT + (s % per_row) * KEY_WIDTH, HEIGHT + KEY_ROW * (s // per_row)
         parts += [
-            f'<rect x="{x}" y="{HEIGHT - 22}" width="12" height="12" '
+            f'<rect x="{x}" y="{y - 22}" width="12" height="12" '
             f'fill="{COLOURS[variants.index(variant) % len(COLOURS)]}"/>',
-            f'<text x="{x + 16}" y="{HEIGHT - 12}">{escape(variant)}</text>',
+            f'<text x="{x + 16}" y="{y - 12}">{escape(variant)}</text>',
         ]
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
