@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from kbgen.kb.models import Hypothesis, Load, Outcome, Record
+from kbgen.kb.models import Constraint, Hypothesis, Load, Outcome, Record
 from kbgen.record import evidence as evidence_module
 from kbgen.record import rule, verdict
 from kbgen.record.rule import CONFIDENCE
@@ -163,3 +163,29 @@ def test_a_step_whose_arms_were_sent_different_loads_decides_no_cell() -> None:
     assert cells[1].reason == f"k3: {rule.UNEQUAL_LOADS}"
     assert [b.load for b in found.best] == [loads[0]]
     assert "`sweep_step`" in found.rule
+
+
+def test_a_configuration_breaking_a_constraint_is_not_the_best() -> None:
+    """k3 is fastest at one stream but its first token takes 620 ms: under `ttft_ms p99 <= 500`
+    it is excluded, and the best is the next."""
+    truth = {"k3": [0.50, 0.0], "k5": [0.20, 0.0]}
+    data = sweeps.evidence(np.random.default_rng(6), truth, LOADS, prompts=12)
+    late = 600_000_000  # ns
+    data.samples = [
+        s.model_copy(
+            update={"chunk_ns": [t + late for t in s.chunk_ns], "done_ns": s.done_ns + late}
+        )
+        if s.variant == "k3" and s.done_ns is not None
+        else s
+        for s in data.samples
+    ]
+    bounded = HYPOTHESIS.model_copy(
+        update={"constraints": [Constraint(metric="ttft_ms", statistic="p99", at_most=500)]}
+    )
+    free = {b.load["concurrency"]: b for b in verdict.judge(data, HYPOTHESIS, []).best}
+    found = verdict.judge(data, bounded, [])
+    best = {b.load["concurrency"]: b for b in found.best}
+    assert free[1].variant == "k3"
+    assert best[1].variant == "k5" and best[1].excluded == ["k3"]
+    assert "k3" not in best[1].ties and best[8].excluded == ["k3"]
+    assert "ttft_ms p99 at most 500 ms" in found.rule

@@ -240,6 +240,19 @@ Figure = Finite | Range
 MAX_EFFECT = 10  # +1000%: more than any engine setting gains; a larger one is a typo (5 for 5%)
 
 
+class Constraint(Model):
+    """A bound a configuration must keep to be named the best at a load of a sweep: a latency
+    statistic over all its requests at that load, every class pooled."""
+
+    metric: Literal["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"] = Field(
+        description="The latency bounded.", examples=["ttft_ms"]
+    )
+    statistic: Literal["mean", "median", "p90", "p99"] = Field(
+        default="p99", description="Which statistic of it."
+    )
+    at_most: Finite = Field(gt=0, description="Its bound, in milliseconds.", examples=[500])
+
+
 class Hypothesis(Model):
     """What the experiment expects, stated so that a rule can decide it."""
 
@@ -266,6 +279,13 @@ class Hypothesis(Model):
         le=10_000,
         description="Distinct prompts a class needs before it can be decided: the prompt is the "
         "unit of analysis (repeats of a prompt measure timing noise, not content).",
+    )
+    constraints: list[Constraint] = Field(
+        default_factory=list,
+        description="A sweep: bounds a configuration must keep at a load to be named the best "
+        "there (`verdict.best`); one that breaks one, or has no figure to show it keeps it, is "
+        "excluded.",
+        examples=[[{"metric": "ttft_ms", "statistic": "p99", "at_most": 500}]],
     )
 
     @field_validator("minimum_effect")

@@ -7,9 +7,10 @@ comparisons, and the best".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from kbgen.kb.models import Best, Hypothesis, Load
+from kbgen.bench.samples import Sample
+from kbgen.kb.models import Best, Constraint, Hypothesis, Load
 from kbgen.record import stats
 from kbgen.record.rule import CONFIDENCE
 from kbgen.record.stats import RESAMPLES
@@ -49,3 +50,23 @@ def choose(
         ties=ties,
         excluded=list(excluded),
     )
+
+
+def excluded(
+    final: Sequence[Sample], arms: Sequence[str], constraints: Sequence[Constraint]
+) -> list[str]:
+    """The arms whose requests in `final` (one load's final samples, every class) break one of
+    the `constraints`, or have no figure of its metric to show they keep it."""
+    out = []
+    for arm in arms:
+        mine = [s.metrics() for s in final if s.variant == arm]
+        for bound in constraints:
+            values: list[float] = []
+            for m in mine:
+                value = m.get(bound.metric)
+                values += value if isinstance(value, list) else [] if value is None else [value]
+            figure = stats.describe(values).get(bound.statistic) if values else None
+            if figure is None or figure > bound.at_most:
+                out.append(arm)
+                break
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kbgen.bench.metrics import Counters
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import Family, Hypothesis, Outcome, Unit
+from kbgen.kb.models import Constraint, Family, Hypothesis, Outcome, Unit
 from kbgen.record import stats
 from kbgen.record.stats import RESAMPLES, Effect
 
@@ -484,11 +484,15 @@ def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
     )
 
 
-def family_text(family: Family, unit: Unit, stepped: bool = False) -> str:
+def family_text(
+    family: Family, unit: Unit, stepped: bool = False, constraints: Sequence[Constraint] = ()
+) -> str:
     """How a sweep keeps its many comparisons from deciding by chance, and what `best` means,
     in words, for the record; `stepped`: some of its levels are steps of an imported sweep
-    whose arms were sent different loads (`sweep_step`)."""
+    whose arms were sent different loads (`sweep_step`); `constraints`: the hypothesis' bounds
+    on the best."""
     units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
+    bounds = "; ".join(f"{c.metric} {c.statistic} at most {c.at_most:g} ms" for c in constraints)
     return (
         f"Sweep: {family.comparisons} comparisons per class (every variant at every load "
         f"against the baseline at the same load), each cell decided by its "
@@ -505,6 +509,13 @@ def family_text(family: Family, unit: Unit, stepped: bool = False) -> str:
             " A level that is a `sweep_step` (the tool sent each arm its own load at that step "
             "of its sweep) compares no arms: its cells are inconclusive, and it has no best."
             if stepped
+            else ""
+        )
+        + (
+            f" Only a configuration that keeps {bounds} over all its requests at a load, every "
+            "class pooled, can be the best there; one that breaks it, or has no figure to show "
+            "it keeps it, is excluded."
+            if constraints
             else ""
         )
     )

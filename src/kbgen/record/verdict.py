@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kbgen.bench.samples import Sample
 from kbgen.kb.models import (
+    Best,
     Cell,
     ClassVerdict,
     Family,
@@ -177,7 +178,12 @@ def sweep(
         confidence=CONFIDENCE,
         rule=rule.rule_text(hypothesis, unit)
         + " "
-        + rule.family_text(family, unit, stepped=any("sweep_step" in x for x in evidence.loads))
+        + rule.family_text(
+            family,
+            unit,
+            stepped=any("sweep_step" in x for x in evidence.loads),
+            constraints=hypothesis.constraints,
+        )
         + front_rule,
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
@@ -198,14 +204,15 @@ def sweep(
             for level, load in enumerate(evidence.loads)
             if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
             and "sweep_step" not in load  # nor is there one load to be best at
-            and (
-                b := best.choose(
-                    load, _unit_means(at_level(evidence, level), hypothesis, unit), hypothesis
-                )
-            )
-            is not None
+            and (b := _best(at_level(evidence, level), load, hypothesis, unit)) is not None
         ],
     )
+
+
+def _best(evidence: Evidence, load: Load, hypothesis: Hypothesis, unit: Unit) -> Best | None:
+    """The best configuration at one load's evidence, those breaking a constraint left out."""
+    left_out = best.excluded(evidence.final()[0], evidence.variants, hypothesis.constraints)
+    return best.choose(load, _unit_means(evidence, hypothesis, unit), hypothesis, left_out)
 
 
 def _unit_means(evidence: Evidence, hypothesis: Hypothesis, unit: Unit) -> best.UnitMeans:
