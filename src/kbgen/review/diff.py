@@ -174,6 +174,7 @@ class RecordChange:
     values: list[ValueChange] = field(default_factory=list)  # of a changed record
     cells: list[CellRow] = field(default_factory=list)  # a sweep's cells that differ
     best: list[BestRow] = field(default_factory=list)  # a sweep's best configurations that do
+    level: str = "95%"  # the head's per-class intervals' level: a sweep's are its family's
 
 
 @dataclass(frozen=True)
@@ -313,7 +314,14 @@ def _record_change(old: Record | None, new: Record | None, all_rows: bool) -> Re
         values=values,
         cells=sweeps.cell_rows(old, new),
         best=sweeps.best_rows(old, new),
+        level=_level(new or old),
     )
+
+
+def _level(record: Record | None) -> str:
+    """The level of a record's per-class intervals: 95%, a sweep's its family's (`99.58%`)."""
+    family = record.verdict.family if record is not None and record.verdict else None
+    return "95%" if family is None else f"{family.cell_confidence:.2%}"
 
 
 def _fields(old: Record, new: Record) -> list[str]:
