@@ -25,11 +25,19 @@ TOKENS = 33
 
 
 def sample(
-    variant: str, level: int | None, prompt: int, round_: int, rate: float, at: int, cls: str
+    variant: str,
+    level: int | None,
+    prompt: int,
+    round_: int,
+    at: int,
+    cls: str,
+    decode_ns: int,
+    ttft_ns: int = 20_000_000,
 ) -> Sample:
-    """One request of TOKENS tokens decoding at `rate` tokens/s, sent at `at` ns."""
-    first = at + 20_000_000
-    last = first + int((TOKENS - 1) / rate * 1e9)
+    """One request of TOKENS tokens sent at `at` ns: its first token `ttft_ns` later, the rest in
+    one chunk `decode_ns` after that."""
+    first = at + ttft_ns
+    last = first + decode_ns
     return Sample(
         variant=variant,
         prompt_class=cls,
@@ -72,7 +80,8 @@ def evidence(
                         gain = 0.0 if v == "base" else gains[v][level][p]
                         rate = math.exp(speed[p] + gain + rng.normal(0, TIMING_NOISE))
                         shown = level if len(loads) > 1 else None
-                        out.append(sample(v, shown, int(p), r, rate, at, cls))
+                        decode = int((TOKENS - 1) / rate * 1e9)
+                        out.append(sample(v, shown, int(p), r, at, cls, decode))
                         at += 10**9
     return Evidence("base", variants, list(classes), out, loads=loads)
 
@@ -112,26 +121,11 @@ def closed_loop(
                             * factors[cls][p]
                             * math.exp(rng.normal(0, TIMING_NOISE))
                         )
-                        sent = streams[i]
-                        first = sent + int(TTFT_MS * len(streams) * 1e6)
-                        last = first + int((TOKENS - 1) * tpot * 1e6)
-                        out.append(
-                            Sample(
-                                variant=v,
-                                prompt_class=cls,
-                                prompt_index=int(p),
-                                repeat=0,
-                                round=r,
-                                level=shown,
-                                scheduled_ns=sent,
-                                sent_ns=sent,
-                                chunk_ns=[first, last],
-                                chunk_tokens=[1, TOKENS - 1],
-                                done_ns=last,
-                                output_tokens=TOKENS,
-                            )
-                        )
-                        streams[i] = last
+                        ttft = int(TTFT_MS * len(streams) * 1e6)
+                        decode = int((TOKENS - 1) * tpot * 1e6)
+                        made = sample(v, shown, int(p), r, streams[i], cls, decode, ttft)
+                        out.append(made)
+                        streams[i] = made.chunk_ns[-1]
                 at = max(streams)
                 tokens = TOKENS * prompts * len(classes)  # the server's count is the client's
                 windows[v].append(
