@@ -821,7 +821,9 @@ class SpecDecodeStats(Model):
 
 
 Unit = Literal["prompt", "round", "request"]
-IntervalMethod = Literal["expanded-percentile", "student-t", "bca", "percentile", "none"]
+IntervalMethod = Literal[
+    "expanded-percentile", "student-t", "bca", "percentile", "confidence-sequence", "none"
+]
 
 
 class ClassVerdict(Model):

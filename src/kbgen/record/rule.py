@@ -22,6 +22,11 @@ UNEQUAL_LOADS = (
     "the arms were sent different loads at this step of the tool's sweep (the record's notes "
     "give each arm's): no comparison at one load"
 )
+# why a class of a design that stops when decided is not decided on its first round alone
+EARLY = (
+    "one round: a design that stops when decided decides from the second round on (the first "
+    "round's arms ran one after the other, confounded with time)"
+)
 MAX_FAILURE_RATE = 0.05  # per arm and class, failed attempts over attempts, resumes included
 MIN_TOKENS = 2  # a request with fewer has no decode phase
 MIN_ROUNDS = 2  # for output_tok_s, whose unit is the round
@@ -481,6 +486,30 @@ def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
         f"{interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} "
         "(the claimed change is ruled out). Inconclusive: it contains "
         f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {OVERALL}"
+    )
+
+
+def stopping_text(rounds: int, unit: Unit, alphas: Sequence[float]) -> str:
+    """How a design that stops when decided decides, in words, for the record (`alphas`: the
+    error each round that may stop spends)."""
+    if unit == "round":
+        how = (
+            f"one confidence sequence over the rounds (Robbins' normal mixture, tightest at "
+            f"{rounds} rounds)"
+        )
+    else:
+        spent = ", ".join(f"{a:.2%}" for a in alphas)
+        how = (
+            "a confidence sequence over the prompts paired in the last round measured, each "
+            "prompt's mean over all its rounds (Robbins' normal mixture on the log ratios with "
+            "their sample spread, tightest at the class's prompts), from the second round on; "
+            f"the error is split over the rounds that may stop, halving from the first ({spent})"
+        )
+    return (
+        f"Stopping: the run looks after every batch of requests and every round, up to "
+        f"{rounds} rounds, and stops when every class is decided or the budget is spent. In "
+        f"place of the fixed interval, {how}: it holds at every look, so looking often does "
+        "not decide by chance."
     )
 
 

@@ -34,7 +34,18 @@ def _batch(values: int, resamples: int = RESAMPLES) -> int | None:
     return max(1, BATCH_VALUES // values)
 
 
-Interval = Literal["expanded-percentile", "student-t", "bca", "percentile", "none"]
+Interval = Literal[
+    "expanded-percentile", "student-t", "bca", "percentile", "confidence-sequence", "none"
+]
+
+
+@dataclass(frozen=True)
+class Anytime:
+    """A confidence sequence's terms: its error `alpha` (both sides together) and the units it
+    is tightest at (`planned`: the prompts a round measures)."""
+
+    alpha: float
+    planned: int
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,10 @@ def paired_effect(
     resamples: int = RESAMPLES,
     n_baseline: int | None = None,
     n_variant: int | None = None,
+    anytime: Anytime | None = None,
 ) -> Effect:
-    """The geometric mean of the per-unit ratios minus 1, and its small-sample interval.
+    """The geometric mean of the per-unit ratios minus 1, and its small-sample interval (with
+    `anytime`, its confidence sequence instead: valid however often it is looked at).
 
     `baseline[i]` and `variant[i]` are unit i's values (e.g. a prompt's mean over its requests
     in each arm). `n_baseline` / `n_variant`: the requests behind them (default: the units).
@@ -103,8 +116,13 @@ def paired_effect(
     spread = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (n - 1))
     if spread == 0:  # no spread at all: the interval is the point
         value = math.expm1(center)
-        return Effect(value, value, value, *counts, "student-t", n, per_unit, 0.0)
-    low, high, method = _mean_interval(logs, confidence, resamples)
+        method: Interval = "student-t" if anytime is None else "confidence-sequence"
+        return Effect(value, value, value, *counts, method, n, per_unit, 0.0)
+    if anytime is not None:
+        half = spread * normal_mixture(n, anytime.alpha, anytime.planned) / n
+        low, high, method = center - half, center + half, "confidence-sequence"
+    else:
+        low, high, method = _mean_interval(logs, confidence, resamples)
     return Effect(
         math.expm1(center), math.expm1(low), math.expm1(high), *counts, method, n, per_unit, spread
     )
@@ -139,11 +157,28 @@ def _mean_interval(
     return float(interval.low), float(interval.high), "expanded-percentile"
 
 
-def units_needed(spread: float | None, distance: float, confidence: float = 0.95) -> int | None:
+def normal_mixture(units: float, alpha: float, planned: float) -> float:
+    """Robbins' two-sided normal-mixture boundary on a sum of `units` standardised values: the
+    sum stays within it at every number of units with probability 1 - `alpha` (Howard, Ramdas,
+    McAuliffe & Sekhon 2021, eq. 14, its mixture tuned to be tightest at `planned` units as
+    their Proposition 3 tunes it; confseq's `normal_mixture_bound`, two-sided, gives the same).
+    A mean's confidence sequence is the mean ± spread × this / units."""
+    log_alpha = math.log(1 / alpha)
+    rho = planned / (2 * log_alpha + math.log(1 + 2 * log_alpha))
+    return math.sqrt((units + rho) * math.log((units + rho) / (rho * alpha**2)))
+
+
+def units_needed(
+    spread: float | None,
+    distance: float,
+    confidence: float = 0.95,
+    anytime: Anytime | None = None,
+) -> int | None:
     """About how many units give an interval of half-width `distance` (log scale) at `spread`.
 
-    The smallest n with t(n - 1) * spread / sqrt(n) < distance; None when undefined (no
-    spread measured, or no distance: the effect sits on the threshold) or beyond 100,000.
+    The smallest n with t(n - 1) * spread / sqrt(n) < distance (with `anytime`, the confidence
+    sequence's half-width tuned to n); None when undefined (no spread measured, or no
+    distance: the effect sits on the threshold) or beyond 100,000.
     """
     from scipy import stats as scipy_stats
 
@@ -151,6 +186,12 @@ def units_needed(spread: float | None, distance: float, confidence: float = 0.95
         return None
     if spread == 0:
         return 2
+    if anytime is not None:
+        alpha = anytime.alpha
+        n = 2
+        while n <= 100_000 and spread * normal_mixture(n, alpha, n) / n >= distance:
+            n = n + 1 if n < 64 else math.ceil(n * 1.01)
+        return n if n <= 100_000 else None
     z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
     n = max(2, math.ceil((z * spread / distance) ** 2))
     while n <= 100_000:

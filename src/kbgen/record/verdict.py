@@ -25,6 +25,7 @@ from kbgen.kb.models import (
     Verdict,
 )
 from kbgen.record import best, pareto, rule, stats
+from kbgen.record.anytime import Design
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
 from kbgen.record.rule import CONFIDENCE, ESTIMATOR, Cells
@@ -63,24 +64,28 @@ def judge(
     caveats: list[str],
     temperature: float | None = None,
     resamples: int = RESAMPLES,
+    design: Design | None = None,
 ) -> Verdict:
     """The verdict on the evidence's final samples, every guard applied (see `rule.rule_text`).
 
     `temperature`: the workload's; at 0 the arms' outputs are compared by hash. One variant at
     one load is an A/B: each class decided at `CONFIDENCE`. More (a sweep) is a family of
-    comparisons per class, each decided at Bonferroni's level (`sweep`).
+    comparisons per class, each decided at Bonferroni's level (`sweep`). `design`: a run that
+    stops when decided, each class then decided by its confidence sequence (`anytime`).
     """
     if len(evidence.challengers) * len(evidence.loads) > 1:
-        return sweep(evidence, hypothesis, caveats, temperature, resamples)
+        return sweep(evidence, hypothesis, caveats, temperature, resamples, design)
     unit = unit_of(evidence, hypothesis)
-    compared = compare(evidence, evidence.challenger, hypothesis, temperature, resamples)
+    compared = compare(
+        evidence, evidence.challenger, hypothesis, temperature, resamples, design=design
+    )
     per_class, reasons = compared.per_class, compared.reasons
     return Verdict(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], reasons),
         variant=evidence.challenger,
         method="bootstrap",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit),
+        rule=rule.rule_text(hypothesis, unit) + _stopping(design, unit, CONFIDENCE),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *reasons, *compared.notes])),
         unit=unit,
@@ -99,6 +104,7 @@ def compare(
     resamples: int,
     confidence: float = CONFIDENCE,
     window_notes: bool = True,
+    design: Design | None = None,
 ) -> Compared:
     """`variant` against the baseline over the evidence of one load, each class decided by its
     interval at `confidence` and every guard (the arms' window caveats left out unless
@@ -115,7 +121,7 @@ def compare(
     per_class: dict[str, ClassVerdict] = {}
     for cls in evidence.classes:
         case = _case(evidence, variant, cls, final, attempts, hypothesis, unit, temperature)
-        decided = _decide(cls, case, unit, resamples, reasons, notes, confidence)
+        decided = _decide(cls, case, unit, resamples, reasons, notes, confidence, design)
         if decided is not None:
             per_class[cls] = decided
     if unit == "prompt" and per_class and all((c.rounds or 1) < 2 for c in per_class.values()):
@@ -132,6 +138,7 @@ def sweep(
     caveats: list[str],
     temperature: float | None = None,
     resamples: int = RESAMPLES,
+    design: Design | None = None,
 ) -> Verdict:
     """Every variant against the baseline at every load, in every class: the cells, each
     decided by its simultaneous (Bonferroni) interval, so that the chance of any wrong decisive
@@ -151,7 +158,9 @@ def sweep(
             found_there = rule.on_windows(here.windows.get(arm, []))
             windows += [f"{_where(arm, load)}: {c}" for c in found_there.caveats]
         for variant in evidence.challengers:
-            found = compare(here, variant, hypothesis, temperature, resamples, confidence, False)
+            found = compare(
+                here, variant, hypothesis, temperature, resamples, confidence, False, design
+            )
             if "sweep_step" in load:  # an import's step where the arms were sent different loads
                 found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
             compared[(variant, level)] = found
@@ -184,7 +193,8 @@ def sweep(
             stepped=any("sweep_step" in x for x in evidence.loads),
             constraints=hypothesis.constraints,
         )
-        + front_rule,
+        + front_rule
+        + _stopping(design, unit, confidence),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
         unit=unit,
@@ -207,6 +217,14 @@ def sweep(
             and (b := _best(at_level(evidence, level), load, hypothesis, unit)) is not None
         ],
     )
+
+
+def _stopping(design: Design | None, unit: Unit, confidence: float) -> str:
+    """The stopping design's rule in words, after a space; '' without one."""
+    if design is None:
+        return ""
+    spent = [a for r in design.looks() if (a := design.alpha_at(r, 1 - confidence))]
+    return " " + rule.stopping_text(design.rounds, unit, spent)
 
 
 def _best(evidence: Evidence, load: Load, hypothesis: Hypothesis, unit: Unit) -> Best | None:
@@ -279,13 +297,19 @@ def decide_class(
     unit: Unit = "prompt",
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
+    design: Design | None = None,
 ) -> tuple[ClassVerdict, list[str]]:
     """One class's verdict from its paired units, with the guards on its effect applied, and the
     caveats they raise. Units count only with values in both arms; a class with too few is
-    inconclusive, its per-unit effects still given."""
+    inconclusive, its per-unit effects still given. With `design` (a run that stops when
+    decided) the interval is a confidence sequence, over the prompts paired in the last round
+    that has any (`anytime.Design.terms`)."""
     paired = sorted(set(baseline) & set(variant))
     if not paired:
         raise ValueError("a class verdict needs a unit with values in both arms")
+    anytime, early = None, ""
+    if design is not None:
+        paired, anytime, early = _looked(baseline, variant, paired, unit, design, confidence)
     effect = stats.paired_effect(
         [_mean(baseline[u].values()) for u in paired],
         [_mean(variant[u].values()) for u in paired],
@@ -293,12 +317,13 @@ def decide_class(
         resamples,
         n_baseline=sum(len(r) for u in paired for r in baseline[u].values()),
         n_variant=sum(len(r) for u in paired for r in variant[u].values()),
+        anytime=anytime,
     )
     rounds = {r for u in paired for r in (*baseline[u], *variant[u])}
     drift = _drift(baseline, variant, paired) if unit == "prompt" and len(rounds) > 1 else None
     outcome, why = rule.interval_outcome(effect, hypothesis)
     found = rule.on_effect(rule.Decision(hypothesis, unit, effect, outcome, effect.units, drift))
-    outcome = Outcome.INCONCLUSIVE if found.hold else outcome
+    outcome = Outcome.INCONCLUSIVE if found.hold or early else outcome
     verdict = ClassVerdict(
         outcome=outcome,
         **known(
@@ -306,11 +331,11 @@ def decide_class(
             ci_low=rounded(effect.ci_low),
             ci_high=rounded(effect.ci_high),
             drift=None if drift is None else rounded(drift.most),
-            reason=found.hold or why or None,
+            reason=found.hold or early or why or None,
             prompts_needed=_needed(
-                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence
+                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, anytime
             )
-            if outcome == Outcome.INCONCLUSIVE and found.lifts
+            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early
             else None,
         ),
         n_baseline=effect.n_baseline,
@@ -322,6 +347,28 @@ def decide_class(
         per_unit={u: rounded(e) or 0.0 for u, e in zip(paired, effect.per_unit, strict=True)},
     )
     return verdict, list(found.caveats)
+
+
+def _looked(
+    baseline: Cells,
+    variant: Cells,
+    paired: list[int],
+    unit: Unit,
+    design: Design,
+    confidence: float,
+) -> tuple[list[int], stats.Anytime, str]:
+    """A stopping design's units and confidence sequence: with prompts, those paired in the
+    last round that pairs any (each with all its rounds); and why the class cannot be decided
+    yet (a round that may not stop), or ''."""
+    both = {u: set(baseline[u]) & set(variant[u]) for u in paired}
+    last = max((max(r) for r in both.values() if r), default=0)
+    if unit == "prompt":
+        paired = [u for u in paired if last in both[u]]
+    planned = len(set(baseline) | set(variant))
+    terms = design.terms(unit, last, planned, 1 - confidence)
+    if terms is None:
+        return paired, stats.Anytime(1 - confidence, planned), rule.EARLY
+    return paired, terms, ""
 
 
 def overall(outcomes: Sequence[Outcome], reasons: Sequence[str] = ()) -> Outcome:
@@ -410,6 +457,7 @@ def _decide(
     reasons: list[str],
     notes: list[str],
     confidence: float = CONFIDENCE,
+    design: Design | None = None,
 ) -> ClassVerdict | None:
     """One class's verdict, every guard on its samples, values and effect applied (None when it
     has no usable values); what the guards found is added to `reasons` and `notes`."""
@@ -429,7 +477,9 @@ def _decide(
     if unit == "request":
         decided, raised = _unpaired(*values.cells, hypothesis, confidence)
     else:
-        decided, raised = decide_class(*values.cells, hypothesis, unit, resamples, confidence)
+        decided, raised = decide_class(
+            *values.cells, hypothesis, unit, resamples, confidence, design
+        )
     notes += [f"{cls}: {c}" for c in raised]
     if found.hold:  # more prompts would not lift it: no prompts_needed
         decided = decided.model_copy(
@@ -536,15 +586,19 @@ def _disagreement(baseline: Cells, variant: Cells, paired: list[int]) -> tuple[f
 
 
 def _needed(
-    effect: Effect, hypothesis: Hypothesis, at_least: int, confidence: float = CONFIDENCE
+    effect: Effect,
+    hypothesis: Hypothesis,
+    at_least: int,
+    confidence: float = CONFIDENCE,
+    anytime: stats.Anytime | None = None,
 ) -> int | None:
     """About how many units would decide at the minimum effect, from the spread between them
-    (never fewer than the rule's minimum, `at_least`)."""
+    (never fewer than the rule's minimum, `at_least`); with `anytime`, by its sequence."""
     threshold = rule.toward(hypothesis, hypothesis.minimum_effect)
     if threshold <= -1 or effect.effect <= -1:
         return None
     distance = abs(math.log1p(effect.effect) - math.log1p(threshold))
-    needed = stats.units_needed(effect.spread, distance, confidence)
+    needed = stats.units_needed(effect.spread, distance, confidence, anytime)
     return None if needed is None else max(needed, at_least)
 
 
