@@ -301,13 +301,17 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     from kbgen.bench import driver as bench_stage
     from kbgen.bench import progress
     from kbgen.bench.command import prepare
+    from kbgen.record import stopping
 
     run = prepare(spec_file, resume, runs_root)
     experiment, folder, suite, meta = run.experiment, run.folder, run.suite, run.meta
     click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
     try:
         with progress.RichEvents() as events:
-            totals = asyncio.run(bench_stage.run(experiment, folder, events, suite=suite))
+            look = stopping.looker(experiment, folder)
+            totals = asyncio.run(
+                bench_stage.run(experiment, folder, events, suite=suite, look=look)
+            )
     except KeyboardInterrupt:
         folder.update_meta(status="interrupted")
         click.echo(

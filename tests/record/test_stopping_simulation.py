@@ -47,7 +47,9 @@ def requests(rng: np.random.Generator, log_effect: float) -> list[Request]:
             window = 2 * r + slot
             for place, q in enumerate(rng.permutation(PROMPTS * REPEATS)):
                 p = int(q) % PROMPTS
-                level = jitter[window] + (jump if window + place / (PROMPTS * REPEATS) > jump_at else 0)
+                level = jitter[window] + (
+                    jump if window + place / (PROMPTS * REPEATS) > jump_at else 0
+                )
                 rate = speed[p] + (gain[p] if arm else 0.0) + level + rng.normal(0, TIMING_NOISE)
                 out.append((r, slot, arm, p, place, math.exp(rate)))
     return out

@@ -11,7 +11,8 @@ import dataclasses
 import datetime as dt
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,7 +20,16 @@ from kbgen import __version__
 from kbgen.bench import machine, metrics, prompts, provenance, senders
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
-from kbgen.bench.run_models import FORMAT, RunMeta, RunTotals, VariantRun, VariantTotals, Window
+from kbgen.bench.run_models import (
+    FORMAT,
+    Dropped,
+    RunMeta,
+    RunTotals,
+    Stopped,
+    VariantRun,
+    VariantTotals,
+    Window,
+)
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
@@ -74,6 +84,19 @@ class NoEvents:
     def load_started(self, variant: str, load: Load, todo: int) -> None: ...
 
     def sample_done(self, sample: Sample) -> None: ...
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a look at the samples so far found: whether every class is decided (the run
+    stops), and the variants that leave a sweep's race, each with why."""
+
+    decided: bool = False
+    drop: dict[str, str] = field(default_factory=dict)
+
+
+Look = Callable[[int], Looked]  # a look in round `round`, at what the run folder holds now
+LOOK_EVERY = 16  # requests between two looks inside a window (or the concurrency, if more)
 
 
 Step = tuple[int, str, int]  # (round, arm, load level): one measurement window
@@ -199,15 +222,17 @@ async def run(
     events: Events | None = None,
     launcher: Launcher | None = None,
     suite: dict[str, list[str]] | None = None,
+    look: Look | None = None,
 ) -> RunTotals:
     """Measure every request of the plan that has no successful sample yet; return the totals.
 
     `launcher` replaces the one the spec's server section asks for (tests count its starts);
-    `suite` is the spec's prompts as `check_inputs` gave them (read from the folder's spec if not).
+    `suite` is the spec's prompts as `check_inputs` gave them (read from the folder's spec if
+    not); `look` decides, for a spec that stops when decided, whether the run may stop.
     """
     if suite is None:
         suite = check_inputs(spec, folder.spec_path)
-    await _Run(spec, folder, events or NoEvents(), launcher, suite).all_windows()
+    await _Run(spec, folder, events or NoEvents(), launcher, suite, look).all_windows()
     run_totals = totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
         settings = folder.effective(name)
@@ -271,10 +296,16 @@ class _Run:
         events: Events,
         launcher: Launcher | None,
         suite: dict[str, list[str]],
+        look: Look | None = None,
     ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
         self.suite = suite
+        self.look = look if spec.workload.stop == "when-decided" else None
+        self.decided = False
+        self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
+        self.began = time.monotonic()
+        self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
@@ -288,7 +319,14 @@ class _Run:
         rounds = self.workload.rounds
         announced = -1
         try:
-            for round_, name, level in planned:
+            for begun, (round_, name, level) in enumerate(planned):
+                if self.decided or self.out_of_time():
+                    self.stop(
+                        planned[begun - 1][0], begun, "decided" if self.decided else "minutes"
+                    )
+                    break
+                if name in self.dropped:
+                    continue
                 step = (round_, name, level)
                 todo = [k for k in keys if (k.round, k.variant, k.level) == step and k not in done]
                 if not todo:
@@ -297,9 +335,41 @@ class _Run:
                     self.events.round_started(round_, rounds)
                     announced = round_
                 await self.window(round_, name, level, todo)
+                self.looked(round_)
         finally:
             await self.launcher.stop()
             self.folder.close()
+
+    def out_of_time(self) -> bool:
+        """Whether a stopping run's `max_minutes` are spent (this invocation's time)."""
+        limit = self.workload.max_minutes
+        return (
+            self.look is not None
+            and limit is not None
+            and (time.monotonic() - self.began >= limit * 60)
+        )
+
+    def looked(self, round_: int) -> bool:
+        """Look at the samples so far (a run that stops when decided): note the variants that
+        leave the race; True when the window of arm `name` should end now."""
+        if self.look is None or self.decided:
+            return self.decided
+        found = self.look(round_)
+        self.decided = found.decided
+        if found.drop:
+            meta = self.folder.meta()
+            new = {n: Dropped(round=round_, why=w) for n, w in found.drop.items()}
+            meta.dropped = {**new, **meta.dropped}  # assigned: run.json keeps what is set
+            self.folder.write_meta(meta)
+            self.dropped |= set(found.drop)
+        return self.decided
+
+    def stop(self, round_: int, begun: int, reason: str) -> None:
+        """Record where the run stopped: in round `round_` (the last it measured), `begun`
+        windows of its order begun."""
+        meta = self.folder.meta()
+        meta.stopped = Stopped.model_validate({"round": round_, "windows": begun, "reason": reason})
+        self.folder.write_meta(meta)
 
     async def window(self, round_: int, name: str, level: int, todo: list[Key]) -> None:
         """One measurement window: `todo`, the requests of arm `name` in round `round_` at load
@@ -323,8 +393,11 @@ class _Run:
             model = served.id
             earlier = self.folder.meta().variants.get(name)
             startups = [*(earlier.startup_s if earlier else [])]
+            ups = [*(earlier.up_s if earlier else [])]
             if launched.startup_s is not None:
                 startups.append(launched.startup_s)
+                self.launched_at[name] = time.monotonic() - launched.startup_s
+                ups.append(launched.startup_s)
             info = VariantRun(
                 url=launched.url,
                 command=launched.command,
@@ -335,6 +408,7 @@ class _Run:
                 max_model_len=served.max_model_len,
                 windows=earlier.windows if earlier else [],
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
+                **({"up_s": ups} if ups else {}),
             )
             if launched.startup_s is not None:  # kept at once: a start a kill cuts short cost too
                 meta = self.folder.meta()
@@ -348,7 +422,9 @@ class _Run:
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
             sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
-            failure, client_died = await self.measure(client, sender, name, model, todo, workload)
+            failure, client_died = await self.measure(
+                client, sender, name, model, todo, workload, round_
+            )
             end_ns = time.perf_counter_ns()
             load = sampler.stop()
             after = None
@@ -371,6 +447,8 @@ class _Run:
         if processes > 1:  # unset for one: kbgen's own process
             measured.client_processes = processes
         info.windows.append(measured)
+        if info.up_s and name in self.launched_at:  # its server has served until now
+            info.up_s[-1] = round(time.monotonic() - self.launched_at[name], 3)
         meta = self.folder.meta()
         meta.variants[name] = info
         self.folder.write_meta(meta)
@@ -443,13 +521,18 @@ class _Run:
         model: str,
         todo: list[Key],
         workload: WorkloadSpec,
+        round_: int = 0,
     ) -> tuple[str | None, bool]:
-        """Send `todo` at the level's concurrency, appending each sample as it finishes.
+        """Send `todo` at the level's concurrency, appending each sample as it finishes; a run
+        that stops when decided looks every `LOOK_EVERY` samples and ends the window early
+        when decided (or when arm `name` leaves the race).
 
         Returns why it stopped early (the server died or stopped answering, or a client
         process died: then True), or None.
         """
         failure: list[str] = []
+        every = max(LOOK_EVERY, workload.concurrency)
+        finished = 0
         levels = len(self.spec.loads)
         jobs = [
             senders.Job(
@@ -472,10 +555,15 @@ class _Run:
         ]
 
         async def done(sample: Sample) -> bool:
+            nonlocal finished
             self.folder.append(sample)
             self.events.sample_done(sample)
             if not sample.ok and not (self.launcher.alive() and await client.healthy()):
                 failure.append(sample.error or "no reason given")
+            finished += 1
+            looks = self.look is not None and finished % every == 0 and finished < len(jobs)
+            if looks and (self.looked(round_) or name in self.dropped):
+                return False
             return not failure
 
         try:

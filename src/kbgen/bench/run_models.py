@@ -67,6 +67,29 @@ class VariantRun(Model):
         description="Seconds from launching its server until it answered healthy, one per "
         "launch, resumes included (a reused server is no launch; absent: none measured).",
     )
+    up_s: list[NonNegative] = Field(
+        default_factory=list,
+        description="Seconds from launching each server (one per `startup_s`) until the end of "
+        "the last window it served: what it cost (absent: none measured).",
+    )
+
+
+class Stopped(Model):
+    """Why a run that stops when decided ended before its budget."""
+
+    round: Count = Field(description="The round it stopped in, from 0.")
+    windows: Count = Field(description="Windows of `order` it began (the rest were skipped).")
+    reason: Literal["decided", "minutes"] = Field(
+        description="`decided`: every class of every comparison was decided; `minutes`: the "
+        "spec's `max_minutes` was spent."
+    )
+
+
+class Dropped(Model):
+    """A sweep's variant that left the race: no further windows for it."""
+
+    round: Count = Field(description="The round in which it left, from 0.")
+    why: str = Field(description="What decided it.")
 
 
 class RunMeta(Model):
@@ -122,6 +145,13 @@ class RunMeta(Model):
     order_seed: Int | None = Field(
         default=None,
         description="The spec's order_seed: it seeded the order and each round's prompt order.",
+    )
+    stopped: Stopped | None = Field(
+        default=None,
+        description="Where a run that stops when decided stopped (absent: it ran its whole order).",
+    )
+    dropped: dict[str, Dropped] = Field(
+        default_factory=dict, description="A sweep's variants that left the race, by name."
     )
 
 

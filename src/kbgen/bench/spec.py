@@ -191,6 +191,19 @@ class WorkloadSpec(Model):
     order_seed: Int = Field(
         default=0, description="Seed of the round order and of the prompt order within a round."
     )
+    stop: Literal["fixed", "when-decided"] = Field(
+        default="fixed",
+        description="`fixed`: run every round. `when-decided`: `rounds` is the most it runs; it "
+        "looks after every batch of requests and every round (from the second on) and stops "
+        "when every class is decided or `max_minutes` is spent, skipping the starts it no longer "
+        "needs; a sweep's variant ruled out at every load leaves the race. Decided by confidence "
+        "sequences, valid however often they are looked at.",
+    )
+    max_minutes: Finite | None = Field(
+        default=None,
+        gt=0,
+        description="With `stop: when-decided`, a wall-time budget: no window begins after it.",
+    )
     concurrency: Int = Field(
         default=1, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once."
     )
@@ -213,6 +226,8 @@ class WorkloadSpec(Model):
     def _classes_once(self) -> WorkloadSpec:
         # a class listed twice would send each of its prompts twice as often as the spec says
         fail_at("WorkloadSpec", repeats_of("classes", self.classes))
+        if self.max_minutes is not None and self.stop != "when-decided":
+            fail_at("WorkloadSpec", [(("max_minutes",), "is a budget of `stop: when-decided`")])
         return self
 
 

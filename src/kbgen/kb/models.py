@@ -720,6 +720,15 @@ class Workload(Model):
         "(None: the workload's one load).",
         examples=[[{"concurrency": 1}, {"concurrency": 8}]],
     )
+    stop: Literal["when-decided"] | None = Field(
+        default=None,
+        description="`when-decided`: the run looked after every batch of requests and every "
+        "round and stopped when every class was decided, `rounds` its most (None: the fixed "
+        "design, every round run).",
+    )
+    max_minutes: Finite | None = Field(
+        default=None, gt=0, description="A stopping run's wall-time budget, in minutes."
+    )
 
     @model_validator(mode="after")
     def _classes_once(self) -> Workload:
@@ -1147,6 +1156,62 @@ class EffectiveSettings(Model):
     )
 
 
+class Saved(Model):
+    """What a stopped or raced run did not spend, against its fixed design."""
+
+    starts: Count = Field(description="Server starts the fixed design would have made more.")
+    windows: Count = Field(description="Measurement windows it skipped.")
+    minutes: NonNegative = Field(
+        description="About the time that is: the skipped starts at this run's mean start-up, the "
+        "skipped windows at its mean window."
+    )
+    accelerator_minutes: NonNegative | None = Field(
+        default=None, description="The same in accelerator-minutes (None: no accelerator known)."
+    )
+
+
+class Stop(Model):
+    """Where a run that stops when decided stopped, and why."""
+
+    round: Count = Field(ge=1, description="The round it stopped in, from 1.")
+    reason: Literal["decided", "minutes"] = Field(
+        description="`decided`: every class of every comparison was decided; `minutes`: its "
+        "`max_minutes` was spent."
+    )
+
+
+class Cost(Model):
+    """What a measured record cost to learn."""
+
+    design: Literal["fixed", "when-decided"] = Field(description="The design that ran.")
+    starts: Count = Field(description="Server starts, resumes included.")
+    startup_minutes: NonNegative = Field(description="Their start-up time in all.")
+    server_minutes: NonNegative | None = Field(
+        default=None,
+        description="Time its servers were up, from each launch to the end of the last window "
+        "it served (None: no server started by kbgen).",
+    )
+    accelerators: Count | None = Field(
+        default=None, description="Accelerators each server ran on (None: none known)."
+    )
+    accelerator_minutes: NonNegative | None = Field(
+        default=None, description="accelerators x server_minutes (None: either unknown)."
+    )
+    window_minutes: NonNegative = Field(description="Time in measurement windows.")
+    windows: Count = Field(description="Measurement windows run.")
+    planned_windows: Count = Field(description="Windows of the fixed design.")
+    requests: Count = Field(description="Requests sent, failed attempts included.")
+    output_tokens: Count = Field(description="Output tokens of the successful requests.")
+    stopped: Stop | None = Field(default=None, description="Where it stopped, if early.")
+    left: dict[VariantName, str] = Field(
+        default_factory=dict,
+        description="A sweep's variants that left the race, and why: no further windows.",
+    )
+    saved: Saved | None = Field(
+        default=None, description="What stopping or racing saved (None: the whole design ran)."
+    )
+
+
 class Provenance(Model):
     """Where the numbers of a record come from."""
 
@@ -1274,6 +1339,11 @@ class Record(Model):
         examples=[{"baseline": [81.4, 79.9], "ngram": [92.0]}],
     )
     raw_samples: RawSamples | None = Field(default=None, description="The samples behind it.")
+    cost: Cost | None = Field(
+        default=None,
+        description="What it cost: starts, server and accelerator time, requests, tokens; what "
+        "stopping saved (a measured record's; None: not known).",
+    )
 
     @model_validator(mode="after")
     def _lifecycle(self) -> Record:

@@ -31,7 +31,7 @@ class Design:
         if round_ not in looks:
             return None
         k = looks.index(round_)
-        return alpha * 2 ** -(k + 1) / (1 - 2 ** -len(looks))
+        return alpha * 0.5 ** (k + 1) / (1 - 0.5 ** len(looks))
 
     def terms(self, unit: Unit, last_round: int, units: int, alpha: float) -> Anytime | None:
         """The confidence sequence a class is decided by, its last round `last_round` and

@@ -35,8 +35,9 @@ from kbgen.kb.models import (
     Workload,
     baseline_first,
 )
-from kbgen.record import confounds, figures, verdict
+from kbgen.record import confounds, cost, figures, verdict
 from kbgen.record import importers as imports
+from kbgen.record.anytime import Design
 from kbgen.record.evidence import Evidence, evidence_of_run
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
@@ -111,8 +112,9 @@ def from_run(
         if meta.variants[v].startup_s
     }
     first = meta.variants[spec.baseline]
-    hardware = meta.hardware or Hardware()
     workload = spec.workload
+    design = Design(workload.rounds) if workload.stop == "when-decided" else None
+    hardware = meta.hardware or Hardware()
     record = Record(
         schema_version=1,
         id=record_id,
@@ -147,11 +149,15 @@ def from_run(
             usage=workload.usage,
             **_rounds(workload.rounds, workload.order_seed, meta.order),
             **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),
+            **figures.known(stop=None if design is None else "when-decided"),
+            **figures.known(max_minutes=workload.max_minutes),
         ),
         measurements=figures.measurements(evidence),
         **figures.known(by_load=figures.by_load(evidence) or None),
         spec_decode=figures.spec_decode(evidence),
-        verdict=verdict.judge(evidence, hypothesis, caveats, temperature=workload.temperature),
+        verdict=verdict.judge(
+            evidence, hypothesis, caveats, temperature=workload.temperature, design=design
+        ),
         resolves=list(spec.resolves),
         tags=list(spec.tags),
         provenance=Provenance(
@@ -170,6 +176,7 @@ def from_run(
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
         **figures.known(effective=effective or None, startup_s=startup_s or None),
+        cost=cost.cost_of(meta, evidence.samples, meta.hardware, design is not None),
     )
     return record, evidence
 

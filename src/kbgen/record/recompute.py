@@ -19,6 +19,7 @@ from kbgen.kb import documents, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
 from kbgen.record import figures, verdict
+from kbgen.record.anytime import Design
 from kbgen.record.evidence import read_samples, read_samples_file
 
 # what is recomputed: every figure, and of the verdict its outcomes
@@ -80,6 +81,7 @@ def recompute(path: Path) -> list[Problem]:
                 record.hypothesis,
                 [],
                 temperature=record.workload.temperature if record.workload else None,
+                design=_design(record),
             ),
         }
     )
@@ -90,6 +92,14 @@ def recompute(path: Path) -> list[Problem]:
         for section in RECOMPUTED
         for loc, message in _differences([section], expected[section], actual.get(section, {}))
     ]
+
+
+def _design(record: Record) -> Design | None:
+    """The stopping design a record's run ran with (None: the fixed design)."""
+    workload = record.workload
+    if workload is None or workload.stop != "when-decided":
+        return None
+    return Design(workload.rounds or 1)
 
 
 def _differences(

@@ -132,6 +132,27 @@ def compare(
     return Compared(per_class, reasons, notes)
 
 
+def outcomes(
+    evidence: Evidence, hypothesis: Hypothesis, temperature: float | None, design: Design
+) -> dict[tuple[str, int], dict[str, Outcome]]:
+    """Each comparison's (variant, load level) outcome per class under a stopping design, as
+    the verdict would decide them now: a look at a running experiment (`stopping.looker`)."""
+    comparisons = len(evidence.challengers) * len(evidence.loads)
+    confidence = 1 - (1 - CONFIDENCE) / comparisons
+    out: dict[tuple[str, int], dict[str, Outcome]] = {}
+    for level, load in enumerate(evidence.loads):
+        here = at_level(evidence, level)
+        for variant in evidence.challengers:
+            found = compare(
+                here, variant, hypothesis, temperature, RESAMPLES, confidence, False, design
+            )
+            out[(variant, level)] = {
+                cls: Outcome(_cell(variant, load, cls, found, evidence.baseline).outcome)
+                for cls in evidence.classes
+            }
+    return out
+
+
 def sweep(
     evidence: Evidence,
     hypothesis: Hypothesis,

@@ -1,0 +1,76 @@
+"""What a run cost to learn, from its run.json and samples: starts, server and accelerator
+time, requests and tokens; for a run that stopped early or raced, what it saved.
+
+Starts are counted as the driver makes them: a window whose arm differs from the one before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kbgen.bench.driver import steps
+from kbgen.bench.run_models import RunMeta
+from kbgen.bench.samples import Sample
+from kbgen.kb.models import Cost, Hardware, Saved, Stop
+
+
+def starts(order: Sequence[tuple[int, str, int]]) -> int:
+    """The server starts `order` needs: one per window whose arm is not the one before's."""
+    return sum(1 for i, step in enumerate(order) if i == 0 or step[1] != order[i - 1][1])
+
+
+def cost_of(
+    meta: RunMeta, samples: Sequence[Sample], hardware: Hardware | None, stopping: bool
+) -> Cost:
+    """The run's cost; `stopping`: its spec stops when decided."""
+    planned = steps(list(meta.order))
+    ran = {
+        (w.round or 0, name, w.level or 0) for name, v in meta.variants.items() for w in v.windows
+    }
+    done = [s for s in planned if s in ran]
+    startups = [x for v in meta.variants.values() for x in v.startup_s]
+    ups = [x for v in meta.variants.values() for x in v.up_s]
+    windows_s = [(w.end_ns - w.start_ns) / 1e9 for v in meta.variants.values() for w in v.windows]
+    count = hardware.count if hardware is not None and hardware.accelerator else None
+    server = sum(ups) / 60 if ups else None
+    saved = None
+    skipped_starts = starts(planned) - starts(done)
+    skipped_windows = len(planned) - len(done)
+    if skipped_windows > 0:
+        minutes = (skipped_starts * _mean(startups) + skipped_windows * _mean(windows_s)) / 60
+        saved = Saved(
+            starts=max(0, skipped_starts),
+            windows=skipped_windows,
+            minutes=round(minutes, 2),
+            **({"accelerator_minutes": round(minutes * count, 2)} if count else {}),
+        )
+    return Cost.model_validate(
+        {
+            "design": "when-decided" if stopping else "fixed",
+            "starts": len(startups),
+            "startup_minutes": round(sum(startups) / 60, 2),
+            **({"server_minutes": round(server, 2)} if server is not None else {}),
+            **({"accelerators": count} if count else {}),
+            **(
+                {"accelerator_minutes": round(server * count, 2)}
+                if server is not None and count
+                else {}
+            ),
+            "window_minutes": round(sum(windows_s) / 60, 2),
+            "windows": sum(len(v.windows) for v in meta.variants.values()),
+            "planned_windows": len(planned),
+            "requests": len(samples),
+            "output_tokens": sum(s.output_tokens or 0 for s in samples if s.ok),
+            **(
+                {"stopped": Stop(round=meta.stopped.round + 1, reason=meta.stopped.reason)}
+                if meta.stopped is not None
+                else {}
+            ),
+            "left": {name: d.why for name, d in meta.dropped.items()},
+            **({"saved": saved} if saved is not None else {}),
+        }
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
