@@ -170,9 +170,9 @@ def list_records(records: Path, stale: bool) -> None:
     if base.problems:
         raise InvalidInput(base.problems)
     lines = listing.stale(base) if stale else listing.table(base)
-    for line in lines:
-        click.echo(line)
-    if stale and not lines:
+    if lines:
+        click.echo("\n".join(lines))
+    elif stale:
         click.echo("no stale records", err=True)
 
 
@@ -221,8 +221,7 @@ def init(directory: Path, name: str | None) -> None:
     """
     from kbgen.site.starter import init as start
 
-    for line in start(directory, name).said(directory):
-        click.echo(line)
+    click.echo("\n".join(start(directory, name).said(directory)))
 
 
 @cli.command()
@@ -279,7 +278,15 @@ def new(title: str, doc_id: str | None, plan: bool, records: Path) -> None:
     show_default=True,
     help="Folder that receives the new run folder.",
 )
-def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
+@click.option(
+    "--estimate",
+    is_flag=True,
+    help="Start nothing: print the design's cost and the prompts it needs, from --records.",
+)
+@records_option(must_exist=False)
+def bench(
+    spec_file: Path | None, resume: Path | None, runs_root: Path, estimate: bool, records: Path
+) -> None:
     """Run an experiment spec against a real LLM server and keep every raw sample.
 
     Starts (or reaches) the server once per variant, warms it up, streams every prompt of
@@ -295,23 +302,25 @@ def bench(spec_file: Path | None, resume: Path | None, runs_root: Path) -> None:
     Example:
       kbgen bench bench/experiments/ngram-vs-baseline.yaml
       kbgen bench --resume runs/20261129T101500-ngram-vs-baseline
+      kbgen bench bench/experiments/ngram-vs-baseline.yaml --estimate
     """
     import asyncio
 
     from kbgen.bench import driver as bench_stage
     from kbgen.bench import progress
     from kbgen.bench.command import prepare
-    from kbgen.record import stopping
+    from kbgen.record import command, stopping
 
+    if estimate:
+        click.echo("\n".join(command.estimate_spec(spec_file, resume, records)))
+        return
     run = prepare(spec_file, resume, runs_root)
     experiment, folder, suite, meta = run.experiment, run.folder, run.suite, run.meta
     click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
     try:
         with progress.RichEvents() as events:
             look = stopping.looker(experiment, folder)
-            totals = asyncio.run(
-                bench_stage.run(experiment, folder, events, suite=suite, look=look)
-            )
+            totals = asyncio.run(bench_stage.run(experiment, folder, events, None, suite, look))
     except KeyboardInterrupt:
         folder.update_meta(status="interrupted")
         click.echo(
@@ -399,7 +408,7 @@ def record(
       kbgen record --from vllm-bench-sweep results/tiny-sweep --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
     """
-    from kbgen.record.command import record_import, record_run
+    from kbgen.record.command import record_import, record_run, summary
     from kbgen.record.recompute import recompute
 
     if prompts is not None and tool is None:
@@ -422,16 +431,8 @@ def record(
             raise UsageError(f"{run}: no such run folder")
         path = record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
-    from kbgen.kb.documents import load_model
-    from kbgen.kb.models import Record
-
-    decided = load_model(path, Record).verdict
-    for cls, c in (decided.per_class if decided else {}).items():
-        interval = "" if c.ci_low is None else f" [{c.ci_low:+.1%}, {c.ci_high:+.1%}]"
-        what = f"{c.unit or 'unit'}s"
-        needs = f"; about {c.prompts_needed} {what} would decide it" if c.prompts_needed else ""
-        # stderr: stdout stays the record's path alone, for scripts
-        click.echo(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}", err=True)
+    for line in summary(path):  # stderr: stdout stays the record's path alone, for scripts
+        click.echo(line, err=True)
 
 
 KB_OPTION = records_option(must_exist=True)

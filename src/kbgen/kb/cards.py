@@ -112,6 +112,9 @@ class Card:
     cells: tuple[SweepCell, ...] = ()  # a sweep's, in the verdict's order
     best: tuple[SweepBest, ...] = ()  # a sweep's, per load level
     cell: str | None = None  # of a card that stands for one cell of a sweep (`answers`)
+    starts: int | None = None  # what it cost (`Record.cost`): server starts,
+    server_minutes: float | None = None  # the time its servers were up,
+    accelerator_minutes: float | None = None  # and that times their accelerators
 
     @property
     def when(self) -> date:
@@ -194,6 +197,9 @@ class Card:
                 SweepBest(load_items(b.load), b.variant, b.probability_best, tuple(b.ties))
                 for b in (verdict.best if verdict else ())
             ),
+            starts=record.cost.starts if record.cost else None,
+            server_minutes=record.cost.server_minutes if record.cost else None,
+            accelerator_minutes=record.cost.accelerator_minutes if record.cost else None,
         )
 
     @functools.cached_property

@@ -188,7 +188,7 @@ def _examine(
     return path, Known(Facts.of(doc), each(doc, path))
 
 
-FACTS_FORMAT = 7  # of `Facts.to_json` and the products in it, a Card among them: bump it when
+FACTS_FORMAT = 8  # of `Facts.to_json` and the products in it, a Card among them: bump it when
 # they change, so older caches are ignored
 
 

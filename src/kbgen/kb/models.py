@@ -1211,6 +1211,11 @@ class Cost(Model):
         default=None, description="What stopping or racing saved (None: the whole design ran)."
     )
 
+    def minutes_with(self, prompts: int, measured: int) -> float:
+        """About the minutes the same design would take with `prompts` per class instead of
+        the `measured`: its start-ups, its windows scaled by the prompts."""
+        return self.startup_minutes + self.window_minutes * prompts / measured
+
 
 class Provenance(Model):
     """Where the numbers of a record come from."""

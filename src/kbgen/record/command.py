@@ -50,6 +50,48 @@ def record_run(
     return write(path, record, evidence, read, records)
 
 
+def summary(path: Path) -> list[str]:
+    """The record's verdict per class, a line each: outcome, effect, interval, and for an
+    inconclusive class what would decide it, as a cost."""
+    record = documents.load_model(path, Record)
+    lines = []
+    for cls, c in (record.verdict.per_class if record.verdict else {}).items():
+        interval = "" if c.ci_low is None else f" [{c.ci_low:+.1%}, {c.ci_high:+.1%}]"
+        needs = ""
+        if c.prompts_needed:
+            needs = f"; about {c.prompts_needed} {c.unit or 'unit'}s would decide it"
+            spent = record.cost
+            if spent is not None and c.unit == "prompt" and c.prompts:
+                minutes = spent.minutes_with(c.prompts_needed, c.prompts)
+                needs += f": the same design with that many, about {minutes:.0f} min"
+        lines.append(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}")
+    return lines
+
+
+def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) -> list[str]:
+    """`kbgen bench SPEC --estimate`: the spec's design costed from the knowledge base in
+    `records` (its valid records; none when it has no folder), in lines; starts nothing."""
+    from kbgen.bench import prompts, provenance
+    from kbgen.bench.spec import check_requests
+    from kbgen.kb import loading
+    from kbgen.record.estimate import estimate
+
+    if spec_path is None or resume is not None:
+        raise UsageError("--estimate takes a SPEC_FILE, not --resume")
+
+    spec = load_spec(spec_path)
+    w = spec.workload
+    suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
+    check_requests(spec, suite, spec_path)
+    hardware = spec.hardware
+    if spec.server.launcher == "process":
+        hardware = provenance.local_hardware()[0]
+    found = loading.load([records]).records.values() if records.is_dir() else []
+    planned = estimate(spec, min(len(suite[c]) for c in w.classes), hardware, found)
+    accelerators = hardware.count if hardware is not None and hardware.accelerator else None
+    return planned.lines(accelerators)
+
+
 def record_import(
     tool: str,
     pairs: list[str],

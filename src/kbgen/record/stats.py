@@ -186,12 +186,18 @@ def units_needed(
         return None
     if spread == 0:
         return 2
-    if anytime is not None:
-        alpha = anytime.alpha
-        n = 2
-        while n <= 100_000 and spread * normal_mixture(n, alpha, n) / n >= distance:
-            n = n + 1 if n < 64 else math.ceil(n * 1.01)
-        return n if n <= 100_000 else None
+    if anytime is not None:  # the half-width, tuned to n, falls as n grows: bisect
+
+        def wide(n: int) -> bool:
+            return spread * normal_mixture(n, anytime.alpha, n) / n >= distance
+
+        low, high = 1, 100_000
+        if wide(high):
+            return None
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if wide(middle) else (low, middle)
+        return max(2, high)
     z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
     n = max(2, math.ceil((z * spread / distance) ** 2))
     while n <= 100_000:
