@@ -23,7 +23,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 grep -hv '^#' "$HERE/wheels.txt" "$HERE/kbgen-wheels.txt" | grep . | while read -r pin; do
     want="$(echo "$pin" | sed 's/==/-/' | tr 'A-Z.-' 'a-z__')_"  # name-version, as wheels spell it
-    have() { ls "$WORK/wheels" | tr 'A-Z.-' 'a-z__' | grep -q "^$want"; }
+    have() { ls "$WORK/wheels" | tr 'A-Z.-' 'a-z__' | grep "^$want" > /dev/null; }  # not -q: pipefail
     if have; then continue; fi
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${PLATFORMS[@]}" -d "$WORK/wheels" "$pin" 2>&1 \
@@ -33,7 +33,7 @@ done
 
 # vLLM: drop the kernels the H200 and a dense model never load (303.7 → ~111 MB)
 wheel="$(ls "$WORK"/wheels/vllm-0.26.0-*.whl)"
-if unzip -l "$wheel" | grep -q '_vllm_fa2_C.abi3.so'; then
+if unzip -l "$wheel" | grep '_vllm_fa2_C.abi3.so' > /dev/null; then  # not -q: pipefail
     python3 "$HERE/trim_wheel.py" "$wheel" \
         'vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so' 'vllm/vllm-rs' 'vllm/third_party/fmha_sm100/' \
         'vllm/_moe_C_stable_libtorch.abi3.so'

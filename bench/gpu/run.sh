@@ -4,8 +4,9 @@
 #
 #   bench/gpu/run.sh receive PIECE          append one transferred piece to /tmp/carry/carry.tar
 #   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
-#   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder and what the machine
-#                                           is (nvidia-smi, versions) packed into OUT_DIR
+#   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder, what the machine
+#                                           is (nvidia-smi, versions) and the spec's --estimate
+#                                           from records/ packed into OUT_DIR
 #   bench/gpu/run.sh resume OUT_DIR         kbgen bench --resume of the newest run folder (one
 #                                           that BENCH_LIMIT_S stopped), packed into OUT_DIR
 #   bench/gpu/run.sh agreement SPEC OUT_DIR bench/perf/agreement.py SPEC (kbgen and vllm bench
@@ -45,6 +46,7 @@ bench)
     mkdir -p "$out" /tmp/runs
     describe "$out/$name"
     cd "$ROOT"
+    python3 -m kbgen bench "$spec" --estimate --records records > "$out/$name.estimate.txt" || true
     # BENCH_LIMIT_S: stop (as Ctrl-C does: samples kept) before the machine's per-command limit;
     # `run.sh resume` then goes on where it stopped
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
@@ -75,5 +77,5 @@ agreement)
     took "agreement $name (exit ${status:-0})"
     exit "${status:-0}" ;;
 *)
-    sed -n '2,16p' "$0"; exit 2 ;;
+    sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -114,7 +114,7 @@ def test_each_variant_has_its_own_bar_and_rate(clock: type[Clock]) -> None:
 
 
 def totals(**variants: dict[str, Any]) -> RunTotals:
-    """A run's totals as bench.driver.totals makes them."""
+    """A run's totals as bench.totals.totals makes them."""
     return RunTotals.model_validate({"spec_id": "ngram-vs-baseline", "variants": variants})
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kbgen.bench import driver
+from kbgen.bench import totals as run_totals
 from kbgen.bench.run_models import FORMAT, RunMeta, RunTotals
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import load as load_spec
@@ -45,7 +45,7 @@ def test_a_run_s_totals_are_its_summary_json(run: Path) -> None:
     written = RunTotals.model_validate_json((RUN / "summary.json").read_text())
     folder.write_totals(written)
     assert (run / "summary.json").read_bytes() == (RUN / "summary.json").read_bytes()
-    totals = driver.totals(load_spec(folder.spec_path), folder)
+    totals = run_totals.totals(load_spec(folder.spec_path), folder)
     assert totals.model_dump(exclude_unset=True) == written.model_dump(exclude_unset=True)
     assert totals.variants["a"].requests_ok == 4 and totals.variants["a"].requests_failed == 0
     assert all(w.window_s for v in totals.variants.values() for w in v.windows)

@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from kbgen.bench import driver as bench
 from kbgen.bench import senders
+from kbgen.bench import totals as run_totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched
 from kbgen.bench.runs import RunFolder
@@ -243,7 +244,7 @@ def test_a_run_over_processes_keeps_the_rows_one_process_keeps(tmp_path: Path) -
         None,
         None,
     ]
-    totals = bench.totals(_spec("http://127.0.0.1:1", tmp_path), many)
+    totals = run_totals.totals(_spec("http://127.0.0.1:1", tmp_path), many)
     assert all(v.requests_ok == 24 for v in totals.variants.values())
 
 

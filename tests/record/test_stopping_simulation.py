@@ -55,10 +55,13 @@ def requests(rng: np.random.Generator, log_effect: float) -> list[Request]:
     return out
 
 
-def looked(sent: list[Request], round_: int, done: int) -> tuple[dict, dict]:
+Cells = dict[int, dict[int, list[list[float]]]]
+
+
+def looked(sent: list[Request], round_: int, done: int) -> tuple[Cells, Cells]:
     """Each arm's cells at a look: every round before `round_`, its first window, and the first
     `done` requests of its second."""
-    cells: tuple[dict, dict] = ({}, {})
+    cells: tuple[Cells, Cells] = ({}, {})
     for r, slot, arm, p, place, value in sent:
         if r < round_ or (r == round_ and (slot == 0 or place < done)):
             cells[arm].setdefault(p, {}).setdefault(r, []).append([value])

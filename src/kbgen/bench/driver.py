@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import machine, metrics, prompts, provenance, senders
+from kbgen.bench import machine, prompts, provenance, senders, totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.bench.run_models import (
@@ -27,7 +27,6 @@ from kbgen.bench.run_models import (
     RunTotals,
     Stopped,
     VariantRun,
-    VariantTotals,
     Window,
 )
 from kbgen.bench.runs import RunFolder
@@ -36,8 +35,6 @@ from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
 from kbgen.errors import (
     ClientFailed,
     InvalidInput,
-    MetricsError,
-    Problem,
     ServerFailed,
     ServerUnreachable,
 )
@@ -233,7 +230,7 @@ async def run(
     if suite is None:
         suite = check_inputs(spec, folder.spec_path)
     await _Run(spec, folder, events or NoEvents(), launcher, suite, look).all_windows()
-    run_totals = totals(spec, folder)
+    run_totals = totals.totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
         settings = folder.effective(name)
         if settings is not None:  # left unset for a server with no vLLM log: nothing said
@@ -571,55 +568,3 @@ class _Run:
         except ClientFailed as exc:
             return str(exc), True
         return (failure[0] if failure else None), False
-
-
-def totals(
-    spec: ExperimentSpec,
-    folder: RunFolder,
-    meta: RunMeta | None = None,
-    samples: list[Sample] | None = None,
-) -> RunTotals:
-    """Per-variant totals, server counter deltas and the client/server token cross-check
-    (`meta` and `samples`: the folder's, when the caller has read them already)."""
-    meta = folder.meta() if meta is None else meta
-    samples = folder.samples() if samples is None else samples
-    out = RunTotals(spec_id=spec.id, variants={})
-    for name, info in meta.variants.items():
-        mine = [s for s in samples if s.variant == name]
-        ok = [s for s in mine if s.ok]
-        windows = []
-        for w in info.windows:
-            if not w.after:
-                continue
-            before, after = folder.read_metrics(w.before), folder.read_metrics(w.after)
-            try:
-                counted = metrics.window(before, after, info.model)
-            except MetricsError as exc:  # the snapshots kept are the input here: name them
-                raise InvalidInput([Problem(folder.path / w.after, None, "", str(exc))]) from exc
-            in_window = [
-                s for s in mine if s.attempt == w.attempt and w.start_ns <= s.sent_ns <= w.end_ns
-            ]
-            client_tokens = sum(s.output_tokens or 0 for s in in_window)
-            counted.client_output_tokens = client_tokens
-            counted.tokens_match = counted.generation_tokens == client_tokens
-            counted.window_s = (w.end_ns - w.start_ns) / 1e9
-            if w.round is not None:
-                counted.round = w.round
-            if w.level is not None:
-                counted.level = w.level
-            if w.load is not None:
-                counted.load = w.load
-            windows.append(counted)
-        duration = sum((w.end_ns - w.start_ns) for w in info.windows) / 1e9
-        out.variants[name] = VariantTotals(
-            engine_version=info.engine_version,
-            model=info.model,
-            requests_ok=len({_key(s) for s in ok}),
-            requests_failed=len({_key(s) for s in mine if not s.ok} - {_key(s) for s in ok}),
-            output_tokens=sum(s.output_tokens or 0 for s in ok),
-            window_s=duration,
-            output_tok_s=sum(s.output_tokens or 0 for s in ok) / duration if duration else None,
-            windows=windows,
-            tokens_match=all(w.tokens_match for w in windows) if windows else None,
-        )
-    return out

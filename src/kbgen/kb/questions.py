@@ -202,8 +202,8 @@ def rule() -> str:
     lines += [
         "",
         _wrapped(
-            f"Not part of it: the workload's {_names(NOT_ASKED)} (seeds, warm-up, repeats and "
-            "rounds say how carefully it was measured, token counts what came of it, not what "
+            f"Not part of it: the workload's {_names(NOT_ASKED)} (seeds, warm-up, repeats, "
+            "rounds and the stopping design say how carefully it was measured, token counts what came of it, not what "
             "was asked), and the experiment's id (a spec edited between two runs asks another "
             "question under the same name). A record without a configuration, or with more than "
             "one variant and no verdict to say which is judged, answers no question; so does a "

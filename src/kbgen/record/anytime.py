@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbgen.kb.models import Unit
+from kbgen.record import rule
+from kbgen.record.rule import Cells
 from kbgen.record.stats import Anytime
 
 
@@ -41,3 +43,33 @@ class Design:
             return Anytime(alpha, self.rounds)
         spent = self.alpha_at(last_round, alpha)
         return None if spent is None else Anytime(spent, units)
+
+
+def looked(
+    baseline: Cells,
+    variant: Cells,
+    paired: list[int],
+    unit: Unit,
+    design: Design,
+    confidence: float,
+) -> tuple[list[int], Anytime, str]:
+    """A stopping design's units and confidence sequence: with prompts, those paired in the
+    last round that pairs any (each with all its rounds); and why the class cannot be decided
+    yet (a round that may not stop), or ''."""
+    both = {u: set(baseline[u]) & set(variant[u]) for u in paired}
+    last = max((max(r) for r in both.values() if r), default=0)
+    if unit == "prompt":
+        paired = [u for u in paired if last in both[u]]
+    planned = len(set(baseline) | set(variant))
+    terms = design.terms(unit, last, planned, 1 - confidence)
+    if terms is None:
+        return paired, Anytime(1 - confidence, planned), rule.EARLY
+    return paired, terms, ""
+
+
+def rule_text(design: Design | None, unit: Unit, confidence: float) -> str:
+    """The stopping design's rule in words, after a space; '' without one."""
+    if design is None:
+        return ""
+    spent = [a for r in design.looks() if (a := design.alpha_at(r, 1 - confidence))]
+    return " " + rule.stopping_text(design.rounds, unit, spent)

@@ -1,7 +1,7 @@
-"""What a run cost to learn, from its run.json and samples: starts, server and accelerator
-time, requests and tokens; for a run that stopped early or raced, what it saved.
+"""What a run cost to learn: its starts, server and accelerator time, requests and tokens.
 
-Starts are counted as the driver makes them: a window whose arm differs from the one before.
+From its run.json and samples; for a run that stopped early or raced, what it saved. Starts are
+counted as the driver makes them: a window whose arm differs from the one before.
 """
 
 from __future__ import annotations

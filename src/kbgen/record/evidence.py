@@ -19,11 +19,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from kbgen import redact
-from kbgen.bench import driver
 from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.bench.spec import ExperimentSpec
+from kbgen.bench.totals import request_of
+from kbgen.bench.totals import totals as run_totals
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Load, Model, baseline_first
@@ -71,7 +72,7 @@ class Evidence:
         best: dict[tuple[str, str, int, int, int, int], Sample] = {}
         for s in self.samples:
             if s.ok:
-                key = _request(s)
+                key = request_of(s)
                 if key not in best or s.attempt >= best[key].attempt:
                     best[key] = s
         failed = sum(1 for s in self.samples if not s.ok)
@@ -81,12 +82,12 @@ class Evidence:
         """Per (variant, class, load level): attempts, failed attempts and requests that never
         succeeded."""
         out: dict[tuple[str, str, int], Attempts] = {}
-        succeeded = {_request(s) for s in self.samples if s.ok}
+        succeeded = {request_of(s) for s in self.samples if s.ok}
         arms: dict[tuple[str, str, int], list[Sample]] = {}
         for s in self.samples:
             arms.setdefault((s.variant, s.prompt_class, s.level or 0), []).append(s)
         for key, mine in arms.items():
-            lost = {_request(s) for s in mine if not s.ok} - succeeded
+            lost = {request_of(s) for s in mine if not s.ok} - succeeded
             out[key] = Attempts(len(mine), sum(1 for s in mine if not s.ok), len(lost))
         return out
 
@@ -120,12 +121,6 @@ class Attempts:
         return self.failed / self.attempts if self.attempts else 0.0
 
 
-def _request(s: Sample) -> tuple[str, str, int, int, int, int]:
-    """Which request of the plan a sample measures (a run without rounds is round 0, one
-    without loads level 0)."""
-    return (s.variant, s.prompt_class, s.prompt_index, s.round or 0, s.repeat, s.level or 0)
-
-
 def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     """The evidence of a run folder: its samples, and a counter window per measurement window.
 
@@ -135,7 +130,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     """
     meta, read = run.meta(), run.read_samples()  # each read once, shared with the totals
     samples = read.samples
-    totals = driver.totals(spec, run, meta, samples).variants
+    totals = run_totals(spec, run, meta, samples).variants
     order = baseline_first(spec.baseline, spec.variants)
     windows: dict[str, list[Counters]] = {}
     for v in order:

@@ -24,8 +24,9 @@ from kbgen.kb.models import (
     Unit,
     Verdict,
 )
-from kbgen.record import best, pareto, rule, stats
+from kbgen.record import anytime, best, drifts, pareto, rule, stats
 from kbgen.record.anytime import Design
+from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
 from kbgen.record.rule import CONFIDENCE, ESTIMATOR, Cells
@@ -85,7 +86,7 @@ def judge(
         variant=evidence.challenger,
         method="bootstrap",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit) + _stopping(design, unit, CONFIDENCE),
+        rule=rule.rule_text(hypothesis, unit) + anytime.rule_text(design, unit, CONFIDENCE),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *reasons, *compared.notes])),
         unit=unit,
@@ -132,27 +133,6 @@ def compare(
     return Compared(per_class, reasons, notes)
 
 
-def outcomes(
-    evidence: Evidence, hypothesis: Hypothesis, temperature: float | None, design: Design
-) -> dict[tuple[str, int], dict[str, Outcome]]:
-    """Each comparison's (variant, load level) outcome per class under a stopping design, as
-    the verdict would decide them now: a look at a running experiment (`stopping.looker`)."""
-    comparisons = len(evidence.challengers) * len(evidence.loads)
-    confidence = 1 - (1 - CONFIDENCE) / comparisons
-    out: dict[tuple[str, int], dict[str, Outcome]] = {}
-    for level, load in enumerate(evidence.loads):
-        here = at_level(evidence, level)
-        for variant in evidence.challengers:
-            found = compare(
-                here, variant, hypothesis, temperature, RESAMPLES, confidence, False, design
-            )
-            out[(variant, level)] = {
-                cls: Outcome(_cell(variant, load, cls, found, evidence.baseline).outcome)
-                for cls in evidence.classes
-            }
-    return out
-
-
 def sweep(
     evidence: Evidence,
     hypothesis: Hypothesis,
@@ -186,7 +166,7 @@ def sweep(
                 found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
             compared[(variant, level)] = found
             for cls in evidence.classes:
-                cells.append(_cell(variant, load, cls, found, evidence.baseline))
+                cells.append(cell(variant, load, cls, found, evidence.baseline))
     headline = max(
         evidence.challengers,
         key=lambda v: _going(compared[(v, 0)].per_class.values(), hypothesis),
@@ -215,7 +195,7 @@ def sweep(
             constraints=hypothesis.constraints,
         )
         + front_rule
-        + _stopping(design, unit, confidence),
+        + anytime.rule_text(design, unit, confidence),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *chosen.reasons, *notes])),
         unit=unit,
@@ -240,14 +220,6 @@ def sweep(
     )
 
 
-def _stopping(design: Design | None, unit: Unit, confidence: float) -> str:
-    """The stopping design's rule in words, after a space; '' without one."""
-    if design is None:
-        return ""
-    spent = [a for r in design.looks() if (a := design.alpha_at(r, 1 - confidence))]
-    return " " + rule.stopping_text(design.rounds, unit, spent)
-
-
 def _best(evidence: Evidence, load: Load, hypothesis: Hypothesis, unit: Unit) -> Best | None:
     """The best configuration at one load's evidence, those breaking a constraint left out."""
     left_out = best.excluded(evidence.final()[0], evidence.variants, hypothesis.constraints)
@@ -266,7 +238,7 @@ def _unit_means(evidence: Evidence, hypothesis: Hypothesis, unit: Unit) -> best.
     return out
 
 
-def _cell(variant: str, load: Load, cls: str, found: Compared, baseline: str) -> Cell:
+def cell(variant: str, load: Load, cls: str, found: Compared, baseline: str) -> Cell:
     """The cell of `variant` at `load` in `cls`: its class verdict, inconclusive where a reason
     holds the comparison (a token mismatch of either arm, a class without usable data)."""
     decided = found.per_class.get(cls)
@@ -328,9 +300,9 @@ def decide_class(
     paired = sorted(set(baseline) & set(variant))
     if not paired:
         raise ValueError("a class verdict needs a unit with values in both arms")
-    anytime, early = None, ""
+    terms, early = None, ""
     if design is not None:
-        paired, anytime, early = _looked(baseline, variant, paired, unit, design, confidence)
+        paired, terms, early = anytime.looked(baseline, variant, paired, unit, design, confidence)
     effect = stats.paired_effect(
         [_mean(baseline[u].values()) for u in paired],
         [_mean(variant[u].values()) for u in paired],
@@ -338,10 +310,12 @@ def decide_class(
         resamples,
         n_baseline=sum(len(r) for u in paired for r in baseline[u].values()),
         n_variant=sum(len(r) for u in paired for r in variant[u].values()),
-        anytime=anytime,
+        anytime=terms,
     )
     rounds = {r for u in paired for r in (*baseline[u], *variant[u])}
-    drift = _drift(baseline, variant, paired) if unit == "prompt" and len(rounds) > 1 else None
+    drift = (
+        drifts.drift(baseline, variant, paired) if unit == "prompt" and len(rounds) > 1 else None
+    )
     outcome, why = rule.interval_outcome(effect, hypothesis)
     found = rule.on_effect(rule.Decision(hypothesis, unit, effect, outcome, effect.units, drift))
     outcome = Outcome.INCONCLUSIVE if found.hold or early else outcome
@@ -354,7 +328,7 @@ def decide_class(
             drift=None if drift is None else rounded(drift.most),
             reason=found.hold or early or why or None,
             prompts_needed=_needed(
-                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, anytime
+                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, terms
             )
             if outcome == Outcome.INCONCLUSIVE and found.lifts and not early
             else None,
@@ -368,28 +342,6 @@ def decide_class(
         per_unit={u: rounded(e) or 0.0 for u, e in zip(paired, effect.per_unit, strict=True)},
     )
     return verdict, list(found.caveats)
-
-
-def _looked(
-    baseline: Cells,
-    variant: Cells,
-    paired: list[int],
-    unit: Unit,
-    design: Design,
-    confidence: float,
-) -> tuple[list[int], stats.Anytime, str]:
-    """A stopping design's units and confidence sequence: with prompts, those paired in the
-    last round that pairs any (each with all its rounds); and why the class cannot be decided
-    yet (a round that may not stop), or ''."""
-    both = {u: set(baseline[u]) & set(variant[u]) for u in paired}
-    last = max((max(r) for r in both.values() if r), default=0)
-    if unit == "prompt":
-        paired = [u for u in paired if last in both[u]]
-    planned = len(set(baseline) | set(variant))
-    terms = design.terms(unit, last, planned, 1 - confidence)
-    if terms is None:
-        return paired, stats.Anytime(1 - confidence, planned), rule.EARLY
-    return paired, terms, ""
 
 
 def overall(outcomes: Sequence[Outcome], reasons: Sequence[str] = ()) -> Outcome:
@@ -526,12 +478,6 @@ def _decide(
     )
 
 
-def _mean(rounds: Iterable[Sequence[Sequence[float]]]) -> float:
-    """The mean over every value of a unit's requests, whatever the round."""
-    values = [x for requests in rounds for request in requests for x in request]
-    return math.fsum(values) / len(values)
-
-
 def _cells(
     samples: list[Sample], metric: str, unit: Unit
 ) -> dict[int, dict[int, list[list[float]]]]:
@@ -553,57 +499,6 @@ def _cells(
             # unpaired requests are each their own unit
             out[index if unit == "request" else s.prompt_index][s.round or 0].append(values)
     return out
-
-
-def _drift(baseline: Cells, variant: Cells, paired: list[int]) -> rule.Drift:
-    """Each arm against itself across rounds (the larger drift of the two), and the range of the
-    per-round effects with the number of rounds that have one."""
-    return rule.Drift(
-        max(
-            _arm_drift({u: baseline[u] for u in paired}),
-            _arm_drift({u: variant[u] for u in paired}),
-        ),
-        *_disagreement(baseline, variant, paired),
-    )
-
-
-def _arm_drift(cells: Cells) -> float:
-    """An arm against itself across rounds, paired by prompt: the range of its round levels.
-
-    A round's level is the mean log ratio of its prompts' means to the same prompts' means in
-    the first round; the drift is exp(max - min) - 1 (0 with one round).
-    """
-    rounds = sorted({r for per_round in cells.values() for r in per_round})
-    if len(rounds) < 2:
-        return 0.0
-    first = rounds[0]
-    levels = [0.0]
-    for r in rounds[1:]:
-        logs = [
-            math.log(_mean([per_round[r]]) / _mean([per_round[first]]))
-            for per_round in cells.values()
-            if r in per_round and first in per_round
-        ]
-        if logs:
-            levels.append(math.fsum(logs) / len(logs))
-    return math.expm1(max(levels) - min(levels))
-
-
-def _disagreement(baseline: Cells, variant: Cells, paired: list[int]) -> tuple[float, int]:
-    """The range of the per-round effects (mean log ratio over each round's paired prompts),
-    and how many rounds have one."""
-    effects = []
-    for r in sorted(
-        {r for u in paired for r in baseline[u]} & {r for u in paired for r in variant[u]}
-    ):
-        logs = [
-            math.log(_mean([variant[u][r]]) / _mean([baseline[u][r]]))
-            for u in paired
-            if r in baseline[u] and r in variant[u]
-        ]
-        if logs:
-            effects.append(math.fsum(logs) / len(logs))
-    return (max(effects) - min(effects) if effects else 0.0), len(effects)
 
 
 def _needed(
