@@ -490,3 +490,52 @@ def test_a_caveat_in_the_box_is_text(kb_dir: Path, site: Site, caveat: str) -> N
     assert problems(html) == [] and "<script" not in html and "<img" not in html
     box = html[html.index('<div class="admonition failure">') : html.index("</div>")]
     assert box.count("<table>") == 1 and box.count("<li>") >= 2  # the box still holds them
+
+
+COST = """\
+cost:
+  design: when-decided
+  starts: 3
+  startup_minutes: 3.9
+  server_minutes: 4.91
+  accelerators: 2
+  accelerator_minutes: 9.82
+  window_minutes: 0.94
+  windows: 4
+  planned_windows: 12
+  requests: 140
+  output_tokens: 17920
+  stopped: {round: 2, reason: decided}
+  left: {ngram-k1: refuted in every class at every load by round 2}
+  saved: {starts: 4, windows: 8, minutes: 7.08, accelerator_minutes: 14.16}
+"""
+
+
+def test_the_page_states_the_cost_and_the_index_sums_it(kb_dir: Path, site: Site) -> None:
+    inconclusive = (
+        "    coding: {outcome: inconclusive, effect: 0.03, ci_low: -0.02, ci_high: 0.08,"
+        " unit: prompt, prompts: 12, prompts_needed: 48}\n"
+    )
+    text = RECORD.replace(
+        "    coding: {outcome: refuted, effect: -0.26, ci_low: -0.3, ci_high: -0.2}\n",
+        inconclusive,
+    ).replace("  outcome: refuted\n", "  outcome: inconclusive\n")
+    (kb_dir / "ngram-test.yaml").write_text(text + COST)
+    pages = site(kb_dir)
+    page = pages["records/ngram-test.md"]
+    assert (
+        "| stopped when decided | 3 | 3.9 min | 4.91 min | 9.82 (2 × servers up) | 4 of 12 |"
+        in (page)
+    )
+    assert "- Stopped in round 2: every class of every comparison was decided." in page
+    assert "- `ngram-k1` left the race: refuted in every class at every load by round 2." in page
+    assert "about 7.08 minutes (14.2 accelerator-minutes)" in page
+    # what would decide the inconclusive class, as a cost: 3.9 + 0.94 x 48 / 12 = 7.66 minutes
+    assert (
+        "About 48 prompts would decide it: the same design with that many prompts per class, "
+        "about 7.66 min over 3 server starts, 15.3 accelerator-minutes." in page
+    )
+    assert (
+        "summed over the 1 measured record that states its cost: 3 server starts, "
+        "4.91 server-minutes, 9.82 accelerator-minutes." in pages["records/index.md"]
+    )

@@ -521,8 +521,9 @@ class _Run:
         round_: int = 0,
     ) -> tuple[str | None, bool]:
         """Send `todo` at the level's concurrency, appending each sample as it finishes; a run
-        that stops when decided looks every `LOOK_EVERY` samples and ends the window early
-        when decided (or when arm `name` leaves the race).
+        that stops when decided looks every `LOOK_EVERY` samples (where a look delays no
+        stream in flight) and ends the window early when decided (or when arm `name` leaves
+        the race).
 
         Returns why it stopped early (the server died or stopped answering, or a client
         process died: then True), or None.
@@ -530,6 +531,11 @@ class _Run:
         failure: list[str] = []
         every = max(LOOK_EVERY, workload.concurrency)
         finished = 0
+        # a look blocks this event loop: inside a window only where no stream it times waits on
+        # it (one stream: none in flight between two requests; worker processes stamp their own)
+        looks = self.look is not None and (
+            workload.concurrency == 1 or isinstance(sender, senders.Processes)
+        )
         levels = len(self.spec.loads)
         jobs = [
             senders.Job(
@@ -558,8 +564,8 @@ class _Run:
             if not sample.ok and not (self.launcher.alive() and await client.healthy()):
                 failure.append(sample.error or "no reason given")
             finished += 1
-            looks = self.look is not None and finished % every == 0 and finished < len(jobs)
-            if looks and (self.looked(round_) or name in self.dropped):
+            now = looks and finished % every == 0 and finished < len(jobs)
+            if now and (self.looked(round_) or name in self.dropped):
                 return False
             return not failure
 

@@ -203,9 +203,10 @@ def rule() -> str:
         "",
         _wrapped(
             f"Not part of it: the workload's {_names(NOT_ASKED)} (seeds, warm-up, repeats, "
-            "rounds and the stopping design say how carefully it was measured, token counts what came of it, not what "
-            "was asked), and the experiment's id (a spec edited between two runs asks another "
-            "question under the same name). A record without a configuration, or with more than "
+            "rounds and the stopping design say how carefully it was measured, token counts "
+            "what came of it, not what was asked), and the experiment's id (a spec edited "
+            "between two runs asks another question under the same name). A record without a "
+            "configuration, or with more than "
             "one variant and no verdict to say which is judged, answers no question; so does a "
             "record that lists one of these under `unknown` (an import whose tool's file and "
             "spec did not say it): two records that both lack a field may differ in it, so an "

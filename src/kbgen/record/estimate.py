@@ -62,16 +62,19 @@ class Estimate:
 
     def needed(self, anytime: bool) -> int | None:
         """Prompts per class for an interval of half-width the minimum effect at the spread
-        (an effect of 0 refuted, one of twice the minimum supported); `anytime`: by the
-        confidence sequence of the first round that may stop."""
-        distance = math.log1p(self.spec.hypothesis.minimum_effect)
-        if not anytime:
-            return stats.units_needed(self.spread, distance, CONFIDENCE)
-        design = Design(self.spec.workload.rounds)
-        alpha = design.alpha_at(design.looks()[0], 1 - CONFIDENCE) or 1 - CONFIDENCE
-        comparisons = (len(self.spec.variants) - 1) * len(self.spec.loads)
-        terms = stats.Anytime(alpha / comparisons, self.prompts)
-        return stats.units_needed(self.spread, distance, CONFIDENCE, terms)
+        (an effect of 0 refuted, one of twice the minimum supported), never fewer than the
+        hypothesis' `min_prompts`; `anytime`: by the confidence sequence of the first round
+        that may stop."""
+        hypothesis = self.spec.hypothesis
+        distance = math.log1p(hypothesis.minimum_effect)
+        comparisons = (len(self.spec.variants) - 1) * len(self.spec.loads)  # a sweep's family
+        alpha = (1 - CONFIDENCE) / comparisons
+        terms = None
+        if anytime:
+            design = Design(self.spec.workload.rounds)
+            terms = stats.Anytime(design.alpha_at(design.looks()[0], alpha) or alpha, self.prompts)
+        needed = stats.units_needed(self.spread, distance, 1 - alpha, terms)
+        return None if needed is None else max(needed, hypothesis.min_prompts)
 
     def lines(self, accelerators: int | None) -> list[str]:
         """The estimate in words, a line each."""
@@ -87,19 +90,19 @@ class Estimate:
             return out + self.warnings
         out.append(f"from {len(self.records)} earlier record(s): {', '.join(self.records)}")
         if self.startup_s is not None:
-            out.append(f"a server start: about {self.startup_s / 60:.1f} min")
+            out.append(f"a server start: about {_took(self.startup_s)}")
         else:
             out.append("a server start: not recorded by the earlier records (counted as 0)")
         if (window := self.window_s()) is not None:
-            out.append(f"a window: about {window / 60:.1f} min")
+            out.append(f"a window: about {_took(window)}")
         total = self.minutes()
         if total is not None:
             acc = f", {total * accelerators:.1f} accelerator-minutes" if accelerators else ""
-            out.append(f"the whole design: about {total:.1f} min{acc}")
+            out.append(f"the whole design: about {_took(total * 60)}{acc}")
             early = self.minutes(2)
             if stopping and spec.workload.rounds > 2 and early is not None:
                 out.append(
-                    f"stopped at its first look (round 2): about {early:.1f} min, "
+                    f"stopped at its first look (round 2): about {_took(early * 60)}, "
                     f"{cost.starts(self.windows(2))} start(s)"
                 )
         if self.spread is not None:
@@ -185,6 +188,11 @@ def _served(server: ProcessServer) -> set[str]:
 def _mean(values: Iterable[float]) -> float:
     listed = list(values)
     return math.fsum(listed) / len(listed) if listed else 0.0
+
+
+def _took(seconds: float) -> str:
+    """A duration as one reads it: seconds under two minutes, else minutes."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _count(n: int | None) -> str:

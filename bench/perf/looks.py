@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Time one look of a run that stops when decided, on a sweep's run folder as kbgen bench wrote it.
+
+Usage: python bench/perf/looks.py [--settings 4] [--loads 3] [--per-class 10] [--rounds 4]
+                                  [--quick] [--json FILE]
+
+`kbgen bench` runs a stopping sweep (the baseline and n-gram at `--settings` draft lengths, each
+at `--loads` concurrency levels, three seed classes of `--per-class` prompts, 128 tokens, at
+most `--rounds` rounds) against bench/perf/fake_vllm.py, whose arms are all alike, so it runs to
+its budget; then the look the driver makes every 16 requests (`record.stopping.looker`) is timed
+on the finished folder, the most a look reads in that run: its median of 5 and peak memory.
+`--quick` runs a 2 x 2 sweep of 2 prompts a class, so the suite can run it and no figure rots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from kbgen.bench import spec as specs
+from kbgen.bench.runs import RunFolder
+from kbgen.record import stopping
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from sweep_record import kbgen  # noqa: E402  (the sibling script: one way to run kbgen)
+from sweep_record import spec as sweep_spec  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--settings", type=int, default=4)
+    parser.add_argument("--loads", type=int, default=3)
+    parser.add_argument("--per-class", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path)
+    a = parser.parse_args()
+    if a.quick:
+        a.settings, a.loads, a.per_class, a.rounds = 2, 2, 2, 2
+    source = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_vllm.py")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert source.stdout is not None
+        line = source.stdout.readline()
+        if not line.startswith("LISTENING "):
+            raise SystemExit(f"fake server did not start: {line!r}")
+        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            data = sweep_spec(url, a.settings, a.loads, a.per_class, a.rounds)
+            data["workload"]["stop"] = "when-decided"  # type: ignore[index]
+            (work / "sweep.yaml").write_text(yaml.safe_dump(data))
+            ran, bench_s, _ = kbgen("bench", str(work / "sweep.yaml"), "--runs", str(work / "runs"))
+            folder = RunFolder.open(Path(ran.strip().splitlines()[-1]))
+            look = stopping.looker(specs.load(folder.spec_path), folder)
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                found = look(a.rounds - 1)
+                times.append(time.perf_counter() - started)
+            samples = len(folder.samples())
+            stopped = folder.meta().stopped
+    finally:
+        source.terminate()
+        source.wait(10)
+    figures = {
+        "arms": a.settings + 1,
+        "loads": a.loads,
+        "prompts_per_class": a.per_class,
+        "rounds": a.rounds,
+        "samples": samples,
+        "bench_s": round(bench_s, 2),
+        "stopped": stopped is not None,
+        "decided": found.decided,
+        "look_ms_median": round(statistics.median(times) * 1000, 1),
+        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    print(json.dumps(figures, indent=2))
+    if a.json:
+        a.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
