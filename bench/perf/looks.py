@@ -18,7 +18,6 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from kbgen.record import stopping
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from sweep_record import kbgen  # noqa: E402  (the sibling script: one way to run kbgen)
+from sweep_record import fake_vllm, kbgen  # noqa: E402  (the sibling: one way to run kbgen)
 from sweep_record import spec as sweep_spec  # noqa: E402
 
 
@@ -47,33 +46,21 @@ def main() -> None:
     a = parser.parse_args()
     if a.quick:
         a.settings, a.loads, a.per_class, a.rounds = 2, 2, 2, 2
-    source = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_vllm.py")], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert source.stdout is not None
-        line = source.stdout.readline()
-        if not line.startswith("LISTENING "):
-            raise SystemExit(f"fake server did not start: {line!r}")
-        url = f"http://127.0.0.1:{int(line.split()[1])}"
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            data = sweep_spec(url, a.settings, a.loads, a.per_class, a.rounds)
-            data["workload"]["stop"] = "when-decided"  # type: ignore[index]
-            (work / "sweep.yaml").write_text(yaml.safe_dump(data))
-            ran, bench_s, _ = kbgen("bench", str(work / "sweep.yaml"), "--runs", str(work / "runs"))
-            folder = RunFolder.open(Path(ran.strip().splitlines()[-1]))
-            look = stopping.looker(specs.load(folder.spec_path), folder)
-            times = []
-            for _ in range(5):
-                started = time.perf_counter()
-                found = look(a.rounds - 1)
-                times.append(time.perf_counter() - started)
-            samples = len(folder.samples())
-            stopped = folder.meta().stopped
-    finally:
-        source.terminate()
-        source.wait(10)
+    with fake_vllm() as url, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data = sweep_spec(url, a.settings, a.loads, a.per_class, a.rounds)
+        data["workload"]["stop"] = "when-decided"  # type: ignore[index]
+        (work / "sweep.yaml").write_text(yaml.safe_dump(data))
+        ran, bench_s, _ = kbgen("bench", str(work / "sweep.yaml"), "--runs", str(work / "runs"))
+        folder = RunFolder.open(Path(ran.strip().splitlines()[-1]))
+        look = stopping.looker(specs.load(folder.spec_path), folder)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            found = look(a.rounds - 1)
+            times.append(time.perf_counter() - started)
+        samples = len(folder.samples())
+        stopped = folder.meta().stopped
     figures = {
         "arms": a.settings + 1,
         "loads": a.loads,

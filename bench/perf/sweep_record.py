@@ -15,12 +15,14 @@ subprocess each, start-up included): their wall time and peak memory (RSS). `--q
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -83,6 +85,23 @@ def kbgen(*args: str) -> tuple[str, float, float]:
     return output, wall, usage.ru_maxrss / 1024
 
 
+@contextlib.contextmanager
+def fake_vllm() -> Iterator[str]:
+    """bench/perf/fake_vllm.py running, as its URL; stopped afterwards."""
+    source = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_vllm.py")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert source.stdout is not None
+        line = source.stdout.readline()
+        if not line.startswith("LISTENING "):
+            raise SystemExit(f"fake server did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        source.terminate()
+        source.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", type=int, default=4)
@@ -94,30 +113,18 @@ def main() -> None:
     a = parser.parse_args()
     if a.quick:
         a.settings, a.loads, a.per_class = 2, 2, 2
-    source = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_vllm.py")], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert source.stdout is not None
-        line = source.stdout.readline()
-        if not line.startswith("LISTENING "):
-            raise SystemExit(f"fake server did not start: {line!r}")
-        url = f"http://127.0.0.1:{int(line.split()[1])}"
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            (work / "sweep.yaml").write_text(
-                yaml.safe_dump(spec(url, a.settings, a.loads, a.per_class, a.rounds))
-            )
-            ran, bench_s, _ = kbgen("bench", str(work / "sweep.yaml"), "--runs", str(work / "runs"))
-            run = ran.strip().splitlines()[-1]
-            made, record_s, record_mb = kbgen("record", run, "--records", str(work / "records"))
-            path = made.strip().splitlines()[0]
-            _, check_s, check_mb = kbgen("record", "--check", path)
-            samples = len((Path(run) / "samples.jsonl").read_text().splitlines())
-            cells = len(yaml.safe_load(Path(path).read_text())["verdict"]["cells"])
-    finally:
-        source.terminate()
-        source.wait(10)
+    with fake_vllm() as url, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "sweep.yaml").write_text(
+            yaml.safe_dump(spec(url, a.settings, a.loads, a.per_class, a.rounds))
+        )
+        ran, bench_s, _ = kbgen("bench", str(work / "sweep.yaml"), "--runs", str(work / "runs"))
+        run = ran.strip().splitlines()[-1]
+        made, record_s, record_mb = kbgen("record", run, "--records", str(work / "records"))
+        path = made.strip().splitlines()[0]
+        _, check_s, check_mb = kbgen("record", "--check", path)
+        samples = len((Path(run) / "samples.jsonl").read_text().splitlines())
+        cells = len(yaml.safe_load(Path(path).read_text())["verdict"]["cells"])
     figures = {
         "arms": a.settings + 1,
         "loads": a.loads,

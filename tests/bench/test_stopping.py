@@ -4,7 +4,6 @@ at its first look, one at the minimum effect runs to the budget, racing drops a 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from kbgen.bench.runs import RunFolder
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Outcome
 from kbgen.record import compose, cost, recompute, stopping, write
+from tests.bench.test_sweep import spec_data as sweep_data
 from tests.support.paced_server import Loads, PacedVllm, Switching
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
@@ -26,36 +26,13 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 def spec_data(
     tmp_path: Path, variants: dict[str, Any], sweep: dict[str, Any] | None = None, **workload: Any
 ) -> dict[str, Any]:
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(
-        "".join(json.dumps({"class": "coding", "prompt": f"write f{i}"}) + "\n" for i in range(12))
+    """test_sweep's spec of 8 prompts, stopping when decided within 4 rounds."""
+    data = sweep_data(
+        tmp_path, sweep or {}, rounds=4, order_seed=3, stop="when-decided", **workload
     )
-    return {
-        "schema_version": 1,
-        "id": "stopping",
-        "title": "n-gram, stopped when decided",
-        "hypothesis": {
-            "statement": "speculation speeds decoding",
-            "primary_metric": "decode_tok_s",
-            "direction": "increase",
-            "minimum_effect": 0.05,
-        },
-        "server": {"launcher": "external", "url": "http://127.0.0.1:1"},
-        "baseline": "baseline",
-        "variants": {"baseline": {}, **variants},
-        "workload": {
-            "prompts": str(prompts),
-            "classes": ["coding"],
-            "repeats": 1,
-            "warmup": 1,
-            "max_tokens": 16,
-            "rounds": 4,
-            "order_seed": 3,
-            "stop": "when-decided",
-            **workload,
-        },
-        **({"sweep": sweep} if sweep else {}),
-    }
+    data["variants"] = {"baseline": {}, **variants}
+    data["id"], data["title"] = "stopping", "n-gram, stopped when decided"
+    return data
 
 
 def run(
@@ -216,7 +193,8 @@ def test_a_spent_time_budget_stops_the_run_before_its_next_window(tmp_path: Path
     folder, launched = run(tmp_path, data, {"baseline": 1.0, "ngram": 1.05})
     meta = folder.meta()
     assert meta.stopped is not None and meta.stopped.reason == "minutes"
-    assert meta.stopped.windows == 1 and len(launched) == 1  # the first window, then no more
+    assert meta.stopped.windows == 2 and meta.stopped.round == 0  # the first round, no more
+    assert len(launched) == 2
     record = compose.from_run(folder, "stopping")[0]
     assert record.cost is not None and record.cost.stopped is not None
     assert record.cost.stopped.reason == "minutes" and record.workload is not None

@@ -315,12 +315,11 @@ class _Run:
         keys = plan(self.spec, self.suite, planned)
         rounds = self.workload.rounds
         announced = -1
+        last: int | None = None  # the round of the last window this invocation measured
         try:
             for begun, (round_, name, level) in enumerate(planned):
-                if self.decided or self.out_of_time():
-                    self.stop(
-                        planned[begun - 1][0], begun, "decided" if self.decided else "minutes"
-                    )
+                if last is not None and (self.decided or (round_ > 0 and self.out_of_time())):
+                    self.stop(last, begun, "decided" if self.decided else "minutes")
                     break
                 if name in self.dropped:
                     continue
@@ -332,13 +331,15 @@ class _Run:
                     self.events.round_started(round_, rounds)
                     announced = round_
                 await self.window(round_, name, level, todo)
+                last = round_
                 self.looked(round_)
         finally:
             await self.launcher.stop()
             self.folder.close()
 
     def out_of_time(self) -> bool:
-        """Whether a stopping run's `max_minutes` are spent (this invocation's time)."""
+        """Whether a stopping run's `max_minutes` are spent (this invocation's time; checked
+        from the second round on: the first measures every arm, so there is a record)."""
         limit = self.workload.max_minutes
         return (
             self.look is not None

@@ -202,7 +202,8 @@ class WorkloadSpec(Model):
     max_minutes: Finite | None = Field(
         default=None,
         gt=0,
-        description="With `stop: when-decided`, a wall-time budget: no window begins after it.",
+        description="With `stop: when-decided`, a wall-time budget: no window of a round after "
+        "the first begins after it.",
     )
     concurrency: Int = Field(
         default=1, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once."
