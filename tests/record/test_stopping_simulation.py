@@ -118,3 +118,13 @@ def test_the_error_split_over_the_rounds_sums_to_alpha(rounds: int) -> None:
     spent = [design.alpha_at(r, 0.05) for r in range(rounds)]
     assert math.isclose(sum(a or 0.0 for a in spent), 0.05)
     assert (spent[0] is None) == (rounds > 1)  # a longer design never stops on its first round
+
+
+def test_a_class_whose_arms_share_no_round_is_inconclusive_not_an_error() -> None:
+    # a prompt's values in one arm in round 0 only and in the other in round 1 only (the rest
+    # unusable, as a request with no decode time has no decode rate)
+    baseline = {p: {0: [[10.0]]} for p in range(8)}
+    variant = {p: {1: [[20.0]]} for p in range(8)}
+    found = verdict.decide_class(baseline, variant, HYPOTHESIS, design=Design(4))[0]
+    assert found.outcome == Outcome.INCONCLUSIVE and found.reason is not None
+    assert "in one round" in found.reason

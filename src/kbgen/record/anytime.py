@@ -57,7 +57,9 @@ def looked(
     last round that pairs any (each with all its rounds); and why the class cannot be decided
     yet (a round that may not stop), or ''."""
     both = {u: set(baseline[u]) & set(variant[u]) for u in paired}
-    last = max((max(r) for r in both.values() if r), default=0)
+    if not any(both.values()):  # values in both arms, never in one round
+        return paired, Anytime(1 - confidence, len(paired)), rule.NO_ROUND
+    last = max(max(r) for r in both.values() if r)
     if unit == "prompt":
         paired = [u for u in paired if last in both[u]]
     planned = len(set(baseline) | set(variant))

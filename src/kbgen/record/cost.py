@@ -66,7 +66,7 @@ def cost_of(
                 if meta.stopped is not None
                 else {}
             ),
-            "left": {name: d.why for name, d in meta.dropped.items()},
+            **({"left": {n: d.why for n, d in meta.dropped.items()}} if meta.dropped else {}),
             **({"saved": saved} if saved is not None else {}),
         }
     )

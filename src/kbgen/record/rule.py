@@ -27,6 +27,11 @@ EARLY = (
     "one round: a design that stops when decided decides from the second round on (the first "
     "round's arms ran one after the other, confounded with time)"
 )
+# why a class of such a design is not decided when no prompt has values in both arms in a round
+NO_ROUND = (
+    "no prompt has values in both arms in one round: a design that stops when decided compares "
+    "the arms within rounds"
+)
 MAX_FAILURE_RATE = 0.05  # per arm and class, failed attempts over attempts, resumes included
 MIN_TOKENS = 2  # a request with fewer has no decode phase
 MIN_ROUNDS = 2  # for output_tok_s, whose unit is the round

@@ -1,4 +1,4 @@
-"""A look at a running experiment that stops when decided: is every class decided yet?
+"""A look at a running experiment that stops when decided: whether every class is decided.
 
 And which of a sweep's variants leave the race (ruled out at every load). `kbgen bench` hands
 `looker` to the driver, which calls it every batch of requests and at the end of every window;
