@@ -94,6 +94,8 @@ class Looked:
 
 Look = Callable[[int], Looked]  # a look in round `round`, at what the run folder holds now
 LOOK_EVERY = 16  # requests between two looks inside a window (or the concurrency, if more)
+LOOK_SHARE = 0.05  # at most this share of a window's time goes to its looks (one takes 0.85 s
+# on a sweep of 1,800 samples: bench/perf/looks.py)
 
 
 Step = tuple[int, str, int]  # (round, arm, load level): one measurement window
@@ -303,6 +305,7 @@ class _Run:
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
         self.began = time.monotonic()
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
+        self.next_look = 0.0  # monotonic: no look inside a window before it (`LOOK_SHARE`)
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
@@ -352,7 +355,9 @@ class _Run:
         leave the race; True when the window of arm `name` should end now."""
         if self.look is None or self.decided:
             return self.decided
+        started = time.monotonic()
         found = self.look(round_)
+        self.next_look = time.monotonic() + (time.monotonic() - started) / LOOK_SHARE
         self.decided = found.decided
         if found.drop:
             meta = self.folder.meta()
@@ -566,6 +571,7 @@ class _Run:
                 failure.append(sample.error or "no reason given")
             finished += 1
             now = looks and finished % every == 0 and finished < len(jobs)
+            now = now and time.monotonic() >= self.next_look
             if now and (self.looked(round_) or name in self.dropped):
                 return False
             return not failure
