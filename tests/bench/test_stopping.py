@@ -211,3 +211,18 @@ def test_a_time_budget_without_stopping_is_a_located_error(tmp_path: Path) -> No
     [problem] = raised.value.problems
     assert problem.field == "workload.max_minutes" and problem.line is not None
     assert "stop: when-decided" in problem.message
+
+
+def test_racing_drops_a_setting_worse_than_the_current_best(tmp_path: Path) -> None:
+    sweep = {"ngram.speculative_config.num_speculative_tokens": [1, 3, 5]}
+    data = spec_data(tmp_path, {"ngram": {"speculative_config": NGRAM}}, sweep)
+    # k1 and k3 are better than the baseline by more than 5%, k3 by far; k5 sits near +5%
+    truth = {"baseline": 1.0, "ngram-k1": 1.2, "ngram-k3": 2.0, "ngram-k5": 1.05}
+    folder, _ = run(tmp_path, data, truth)
+    meta = folder.meta()
+    assert set(meta.dropped) == {"ngram-k1", "ngram-k5"}  # k5: refuted, or worse than k3
+    assert meta.dropped["ngram-k1"].why.startswith("worse than ngram-k3 in every class")
+    assert meta.stopped is not None and meta.stopped.round == 1  # k3 alone, decided: stop
+    record = recorded(tmp_path, folder)
+    assert record.verdict.best[0].variant == "ngram-k3"
+    assert set(record.cost.left) == {"ngram-k1", "ngram-k5"}

@@ -196,7 +196,8 @@ class WorkloadSpec(Model):
         description="`fixed`: run every round. `when-decided`: `rounds` is the most it runs; it "
         "looks after every batch of requests and every round (from the second on) and stops "
         "when every class is decided or `max_minutes` is spent, skipping the starts it no longer "
-        "needs; a sweep's variant ruled out at every load leaves the race. Decided by confidence "
+        "needs; a sweep's variant ruled out, or worse than another, at every load leaves the race. "
+        "Decided by confidence "
         "sequences, valid however often they are looked at.",
     )
     max_minutes: Finite | None = Field(

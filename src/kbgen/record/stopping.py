@@ -10,11 +10,11 @@ from __future__ import annotations
 from kbgen.bench.driver import Look, Looked
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import ExperimentSpec
-from kbgen.kb.models import Hypothesis, Outcome
+from kbgen.kb.models import Cell, Hypothesis, Outcome
 from kbgen.record import verdict
 from kbgen.record.anytime import Design
 from kbgen.record.evidence import Evidence, at_level, evidence_of_run
-from kbgen.record.rule import CONFIDENCE
+from kbgen.record.rule import CONFIDENCE, toward
 from kbgen.record.stats import RESAMPLES
 
 
@@ -26,38 +26,66 @@ def looker(spec: ExperimentSpec, folder: RunFolder) -> Look:
         if round_ not in design.looks():
             return Looked()
         evidence = evidence_of_run(folder, spec)
-        found = outcomes(evidence, spec.hypothesis, spec.workload.temperature, design)
-        decided = all(o != Outcome.INCONCLUSIVE for c in found.values() for o in c.values())
+        found = cells(evidence, spec.hypothesis, spec.workload.temperature, design)
         drop = {}
-        if len(found) > 1:  # a sweep: who is ruled out at every load leaves
+        if len(found) > len(evidence.classes):  # a sweep: who is ruled out leaves the race
             for variant in evidence.challengers:
-                mine = [o for (v, _), c in found.items() if v == variant for o in c.values()]
-                if mine and all(o == Outcome.REFUTED for o in mine):
-                    drop[variant] = (
-                        f"refuted in every class at every load by round {round_ + 1}: "
-                        "the claimed change is ruled out"
-                    )
+                why = _left(variant, found, evidence.challengers, spec.hypothesis)
+                if why:
+                    drop[variant] = f"{why} by round {round_ + 1}"
+        gone = set(folder.meta().dropped) | set(drop)  # those left need no deciding
+        decided = all(c.outcome != Outcome.INCONCLUSIVE for c in found if c.variant not in gone)
         return Looked(decided=decided, drop=drop)
 
     return look
 
 
-def outcomes(
+def cells(
     evidence: Evidence, hypothesis: Hypothesis, temperature: float | None, design: Design
-) -> dict[tuple[str, int], dict[str, Outcome]]:
-    """Each comparison's (variant, load level) outcome per class under a stopping design, as
-    the verdict would decide them now."""
+) -> list[Cell]:
+    """Every comparison's (variant, load level) cell per class under a stopping design, as the
+    verdict would decide them now: each at the family's level, so that all hold together."""
     comparisons = len(evidence.challengers) * len(evidence.loads)
     confidence = 1 - (1 - CONFIDENCE) / comparisons
-    out: dict[tuple[str, int], dict[str, Outcome]] = {}
+    out: list[Cell] = []
     for level, load in enumerate(evidence.loads):
         here = at_level(evidence, level)
         for variant in evidence.challengers:
             found = verdict.compare(
                 here, variant, hypothesis, temperature, RESAMPLES, confidence, False, design
             )
-            out[(variant, level)] = {
-                cls: Outcome(verdict.cell(variant, load, cls, found, evidence.baseline).outcome)
-                for cls in evidence.classes
-            }
+            out += [
+                verdict.cell(variant, load, c, found, evidence.baseline) for c in evidence.classes
+            ]
     return out
+
+
+def _left(variant: str, found: list[Cell], others: list[str], hypothesis: Hypothesis) -> str:
+    """Why `variant` leaves a sweep's race, or '': refuted in every class at every load, or
+    worse than another variant in every one of them, their intervals apart (the family's
+    intervals hold together, so one lying wholly beyond the other decides it)."""
+    mine = {(str(c.load), c.prompt_class): c for c in found if c.variant == variant}
+    if mine and all(c.outcome == Outcome.REFUTED for c in mine.values()):
+        return "refuted in every class at every load: the claimed change is ruled out"
+    for other in others:
+        theirs = {(str(c.load), c.prompt_class): c for c in found if c.variant == other}
+        if (
+            other != variant
+            and mine
+            and all(
+                key in theirs and _below(cell, theirs[key], hypothesis)
+                for key, cell in mine.items()
+            )
+        ):
+            return f"worse than {other} in every class at every load, their intervals apart"
+    return ""
+
+
+def _below(mine: Cell, theirs: Cell, hypothesis: Hypothesis) -> bool:
+    """Whether `mine`'s interval lies wholly short of `theirs` in the hypothesised direction
+    (neither held by a guard)."""
+    bounds = (mine.ci_low, mine.ci_high, theirs.ci_low, theirs.ci_high)
+    if any(b is None for b in bounds) or mine.reason or theirs.reason:
+        return False
+    low, high, their_low, their_high = (toward(hypothesis, b or 0.0) for b in bounds)
+    return max(low, high) < min(their_low, their_high)
