@@ -14,7 +14,6 @@ on the finished folder, the most a look reads in that run: its median of 5 and p
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import statistics
@@ -31,21 +30,14 @@ from kbgen.record import stopping
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from sweep_record import fake_vllm, kbgen  # noqa: E402  (the sibling: one way to run kbgen)
+from sweep_record import arguments, fake_vllm, kbgen  # noqa: E402  (the sibling: one way to run kbgen)
 from sweep_record import spec as sweep_spec  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--settings", type=int, default=4)
-    parser.add_argument("--loads", type=int, default=3)
-    parser.add_argument("--per-class", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", type=Path)
-    a = parser.parse_args()
+    a = arguments(__doc__, rounds=4)
     if a.quick:
-        a.settings, a.loads, a.per_class, a.rounds = 2, 2, 2, 2
+        a.rounds = 2
     with fake_vllm() as url, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = sweep_spec(url, a.settings, a.loads, a.per_class, a.rounds)

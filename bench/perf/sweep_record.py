@@ -102,17 +102,23 @@ def fake_vllm() -> Iterator[str]:
         source.wait(10)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, rounds: int) -> argparse.Namespace:
+    """A sweep benchmark's command line (`--quick`: 2 settings x 2 loads x 2 prompts a class)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--settings", type=int, default=4)
     parser.add_argument("--loads", type=int, default=3)
     parser.add_argument("--per-class", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     a = parser.parse_args()
     if a.quick:
         a.settings, a.loads, a.per_class = 2, 2, 2
+    return a
+
+
+def main() -> None:
+    a = arguments(__doc__, rounds=2)
     with fake_vllm() as url, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "sweep.yaml").write_text(

@@ -7,6 +7,7 @@ counted as the driver makes them: a window whose arm differs from the one before
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import fmean
 
 from kbgen.bench.driver import steps
 from kbgen.bench.run_models import RunMeta
@@ -34,12 +35,14 @@ def cost_of(
     count = hardware.count if hardware is not None and hardware.accelerator else None
     server = sum(ups) / 60 if ups else None
     saved = None
-    skipped_starts = starts(planned) - starts(done)
+    skipped_starts = max(0, starts(planned) - starts(done))  # a resume may start more
     skipped_windows = len(planned) - len(done)
     if skipped_windows > 0:
-        minutes = (skipped_starts * _mean(startups) + skipped_windows * _mean(windows_s)) / 60
+        minutes = (
+            skipped_starts * fmean(startups or [0.0]) + skipped_windows * fmean(windows_s or [0.0])
+        ) / 60
         saved = Saved(
-            starts=max(0, skipped_starts),
+            starts=skipped_starts,
             windows=skipped_windows,
             minutes=round(minutes, 2),
             **({"accelerator_minutes": round(minutes * count, 2)} if count else {}),
@@ -70,7 +73,3 @@ def cost_of(
             **({"saved": saved} if saved is not None else {}),
         }
     )
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 
 from kbgen.bench import driver
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
@@ -47,7 +48,7 @@ class Estimate:
         workload = self.spec.workload_at(level)
         per_class = self.prompts * workload.repeats
         sent = sum(
-            per_class * self.request_s.get(c, _mean(self.request_s.values()))
+            per_class * self.request_s.get(c, fmean(self.request_s.values()))
             for c in workload.classes
         )
         return sent / workload.concurrency
@@ -146,7 +147,7 @@ def estimate(
         )
     found.records = sorted(r.id for r in earlier)
     startups = [s for r in earlier for v in r.startup_s.values() for s in v]
-    found.startup_s = _mean(startups) if startups else None
+    found.startup_s = fmean(startups) if startups else None
     max_tokens = spec.workload.max_tokens
     times: dict[str, list[float]] = {}
     for r in earlier:
@@ -157,7 +158,7 @@ def estimate(
                     times.setdefault(cls, []).append(
                         ttft.mean / 1000 + (max_tokens - 1) / decode.mean
                     )
-    found.request_s = {c: _mean(t) for c, t in times.items()}
+    found.request_s = {c: fmean(t) for c, t in times.items()}
     variances = [
         statistics.variance(logs)
         for r in earlier
@@ -166,7 +167,7 @@ def estimate(
         if v.unit == "prompt"
         and len(logs := [math.log1p(e) for e in v.per_unit.values() if e > -1]) > 1
     ]
-    found.spread = math.sqrt(_mean(variances)) if variances else None
+    found.spread = math.sqrt(fmean(variances)) if variances else None
     concurrencies = {c for r in earlier if r.workload and (c := r.workload.concurrency)}
     if concurrencies and concurrencies != {spec.workload.concurrency}:
         found.warnings.append(
@@ -183,11 +184,6 @@ def _served(server: ProcessServer) -> set[str]:
     if "--served-model-name" in args[:-1]:
         return {args[args.index("--served-model-name") + 1]}
     return {server.model, Path(server.model).name}
-
-
-def _mean(values: Iterable[float]) -> float:
-    listed = list(values)
-    return math.fsum(listed) / len(listed) if listed else 0.0
 
 
 def _took(seconds: float) -> str:
