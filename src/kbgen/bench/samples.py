@@ -35,6 +35,11 @@ class Sample(BaseModel):
     attempt: Count = Field(
         default=0, description="Which run of the folder sent it: 0 first, 1 the first resume."
     )
+    block: Count | None = Field(
+        default=None,
+        description="The block (one machine's own interleaved sequence of every arm) of a run "
+        "spread over several machines, from 0; None on one machine. Arms pair within a block.",
+    )
     scheduled_ns: Int = Field(description="When the request was due to be sent.")
     sent_ns: Int = Field(description="Just before the request was written to the socket.")
     chunk_ns: list[Int] = Field(
@@ -114,3 +119,20 @@ def request_metrics(sample: Sample) -> dict[str, Any]:
         for _ in range(tokens)
     ]
     return out
+
+
+UNIT_STRIDE = 1_000_000  # more prompts than a class can hold (`spec.MAX_REQUESTS`)
+
+
+def paired_by(sample: Sample) -> int:
+    """The unit a sample's prompt is paired by: its prompt index on one machine; in a block of
+    a run over several machines, the prompt on that machine (prompt × machine), numbered
+    `(block + 1) * UNIT_STRIDE + prompt_index` so that arms pair within a machine only."""
+    if sample.block is None:
+        return sample.prompt_index
+    return (sample.block + 1) * UNIT_STRIDE + sample.prompt_index
+
+
+def block_of(unit: int) -> int | None:
+    """The block of a unit `paired_by` numbered (None: one machine)."""
+    return None if unit < UNIT_STRIDE else unit // UNIT_STRIDE - 1

@@ -8,15 +8,15 @@ from __future__ import annotations
 from kbgen.bench import metrics
 from kbgen.bench.run_models import RunMeta, RunTotals, VariantTotals
 from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
+from kbgen.bench.samples import Sample, paired_by
 from kbgen.bench.spec import ExperimentSpec
 from kbgen.errors import InvalidInput, MetricsError, Problem
 
 
 def request_of(s: Sample) -> tuple[str, str, int, int, int, int]:
     """Which request of the plan a sample measures (a run without rounds is round 0, one
-    without loads level 0)."""
-    return (s.variant, s.prompt_class, s.prompt_index, s.round or 0, s.repeat, s.level or 0)
+    without loads level 0; in a run over several machines, the prompt on its machine)."""
+    return (s.variant, s.prompt_class, paired_by(s), s.round or 0, s.repeat, s.level or 0)
 
 
 def totals(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from kbgen.bench.samples import paired_by
 from kbgen.kb.models import Configuration, Load, ParetoPoint
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence, at_level
@@ -61,7 +62,7 @@ def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
             for s in final:
                 if s.variant != variant:
                     continue
-                unit = units.setdefault((s.prompt_class, s.prompt_index), len(units))
+                unit = units.setdefault((s.prompt_class, paired_by(s)), len(units))
                 end, measured = end_of(s), s.metrics()
                 if end is not None and end > s.sent_ns and s.output_tokens:
                     point.tokens[unit] = point.tokens.get(unit, 0.0) + s.output_tokens

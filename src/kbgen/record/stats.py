@@ -360,3 +360,19 @@ def _drawn_quantile(counts: Any, of: Sequence[int], values: Sequence[float], q: 
         value = ordered[at_low] + (position - low) * (ordered[at_high] - ordered[at_low])
         out[start : start + step] = np.where(total > 0, value, np.nan)
     return out
+
+
+def machines_differ(groups: Sequence[Sequence[float]]) -> float:
+    """The p-value that the groups' means (each machine's per-prompt log ratios) differ by no
+    more than their spread allows: one-way ANOVA (scipy's `f_oneway`); 1.0 where it cannot
+    tell (a group of fewer than two values, or no spread within any group)."""
+    import warnings
+
+    from scipy import stats as scipy_stats
+
+    if len(groups) < 2 or any(len(g) < 2 for g in groups):
+        return 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: no spread within the groups
+        p = float(scipy_stats.f_oneway(*[list(g) for g in groups]).pvalue)
+    return 1.0 if math.isnan(p) else p

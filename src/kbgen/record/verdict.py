@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbgen.bench.samples import Sample
+from kbgen.bench.samples import Sample, paired_by
 from kbgen.kb.models import (
     Best,
     Cell,
@@ -24,7 +24,7 @@ from kbgen.kb.models import (
     Unit,
     Verdict,
 )
-from kbgen.record import anytime, best, drifts, pareto, rule, stats
+from kbgen.record import anytime, best, drifts, machines, pareto, rule, stats
 from kbgen.record.anytime import Design
 from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.evidence import Attempts, Evidence, at_level
@@ -318,7 +318,14 @@ def decide_class(
     )
     outcome, why = rule.interval_outcome(effect, hypothesis)
     found = rule.on_effect(rule.Decision(hypothesis, unit, effect, outcome, effect.units, drift))
-    outcome = Outcome.INCONCLUSIVE if found.hold or early else outcome
+    agreed = (
+        machines.check(baseline, variant, paired, hypothesis, outcome, confidence)
+        if unit == "prompt" and not (found.hold or early)
+        else None
+    )
+    hold = found.hold or (agreed.hold if agreed else "")
+    caveats = [*found.caveats, *([agreed.caveat] if agreed and agreed.caveat else [])]
+    outcome = Outcome.INCONCLUSIVE if hold or early else outcome
     verdict = ClassVerdict(
         outcome=outcome,
         **known(
@@ -326,11 +333,11 @@ def decide_class(
             ci_low=rounded(effect.ci_low),
             ci_high=rounded(effect.ci_high),
             drift=None if drift is None else rounded(drift.most),
-            reason=found.hold or early or why or None,
+            reason=hold or early or why or None,
             prompts_needed=_needed(
                 effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, terms
             )
-            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early
+            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early and hold == found.hold
             else None,
         ),
         n_baseline=effect.n_baseline,
@@ -341,7 +348,7 @@ def decide_class(
         rounds=len(rounds),
         per_unit={u: rounded(e) or 0.0 for u, e in zip(paired, effect.per_unit, strict=True)},
     )
-    return verdict, list(found.caveats)
+    return verdict, caveats
 
 
 def overall(outcomes: Sequence[Outcome], reasons: Sequence[str] = ()) -> Outcome:
@@ -439,8 +446,7 @@ def _decide(
     _tell(cls, found, reasons, notes)
     keep, metric = found.keep, hypothesis.primary_metric
     kept = {
-        arm: [s for s in case.samples[arm] if keep is None or s.prompt_index in keep]
-        for arm in arms
+        arm: [s for s in case.samples[arm] if keep is None or paired_by(s) in keep] for arm in arms
     }
     baseline, variant = (_cells(kept[arm], metric, unit) for arm in arms)
     values = rule.Values(arms, (baseline, variant), metric, unit)
@@ -497,7 +503,7 @@ def _cells(
         values = value if isinstance(value, list) else [] if value is None else [value]
         if values and all(v > 0 for v in values):
             # unpaired requests are each their own unit
-            out[index if unit == "request" else s.prompt_index][s.round or 0].append(values)
+            out[index if unit == "request" else paired_by(s)][s.round or 0].append(values)
     return out
 
 
@@ -522,9 +528,9 @@ def _agreement(mine: Mapping[str, list[Sample]]) -> rule.Agreement:
     """The arms' outputs compared prompt by prompt: a prompt agrees when every successful
     request of both arms produced one and the same hash."""
     arms = list(mine)
-    prompts = {s.prompt_index for s in mine[arms[0]]} & {s.prompt_index for s in mine[arms[1]]}
+    prompts = {paired_by(s) for s in mine[arms[0]]} & {paired_by(s) for s in mine[arms[1]]}
     hashes = {
-        p: [{s.output_hash for s in mine[a] if s.prompt_index == p} for a in arms] for p in prompts
+        p: [{s.output_hash for s in mine[a] if paired_by(s) == p} for a in arms] for p in prompts
     }
     unknown = {p for p, sets in hashes.items() if any(None in h for h in sets)}
     agree = {p for p, (a, b) in hashes.items() if p not in unknown and a == b and len(a) == 1}
