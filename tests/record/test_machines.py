@@ -4,9 +4,11 @@ outcome (known truth: each machine's speed per arm is the test's)."""
 
 from __future__ import annotations
 
+import math
 import random
 
-from kbgen.bench.samples import Sample, block_of, paired_by
+from kbgen.bench.samples import UNIT_STRIDE, Sample, block_of, paired_by
+from kbgen.bench.spec import MAX_REQUESTS
 from kbgen.kb.models import Outcome
 from kbgen.record import stats, verdict
 from kbgen.record.evidence import Evidence
@@ -39,6 +41,8 @@ def test_units_are_prompt_by_machine_and_one_machine_keeps_its_prompt_numbers() 
     assert paired_by(s) == 7 and block_of(paired_by(s)) is None
     s.block = 2
     assert paired_by(s) != 7 and block_of(paired_by(s)) == 2
+    # no class holds as many prompts as the stride: a machine's units never reach the next's
+    assert MAX_REQUESTS < UNIT_STRIDE
 
 
 def test_machines_that_agree_pool_their_prompts_with_no_caveat() -> None:
@@ -78,4 +82,6 @@ def test_the_anova_p_value_is_scipys() -> None:
 
     groups = [[0.1, 0.2, 0.15], [0.3, 0.35, 0.4]]
     assert stats.machines_differ(groups) == float(scipy_stats.f_oneway(*groups).pvalue)
+    # by hand: between-group squares 0.06 on 1 df, within 0.01 on 4: F = 24
+    assert math.isclose(stats.machines_differ(groups), scipy_stats.f.sf(24, 1, 4), rel_tol=1e-9)
     assert stats.machines_differ([[0.1], [0.2, 0.3]]) == 1.0

@@ -7,7 +7,6 @@ and the class is inconclusive where the disagreement changes the outcome.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from kbgen.bench.samples import block_of
@@ -19,12 +18,9 @@ from kbgen.record.rule import CONFIDENCE, Cells
 
 @dataclass(frozen=True)
 class Agreement:
-    """What the machines of one class say: each one's effect and outcome, and the check's
-    caveat and hold (empty: they agree, or one machine only)."""
+    """What the machines of one class say: a caveat where they disagree, and a hold where that
+    changes the outcome (empty: they agree)."""
 
-    effects: dict[int, float]
-    outcomes: dict[int, Outcome]
-    p: float = 1.0
     caveat: str = ""
     hold: str = ""
 
@@ -41,50 +37,45 @@ def check(
 
     Each machine's effect is judged alone with the pooled rule's interval; the machines differ
     when a one-way ANOVA on the per-prompt log ratios says so at 1 - `confidence`. Then the
-    pooled outcome changes — inconclusive — where a machine alone decides otherwise, or the
-    machines without it do.
+    pooled outcome changes — inconclusive — where a machine alone, or the machines without it,
+    decide otherwise (the rest merely undecided is fewer prompts, not a disagreement).
     """
-    logs: dict[int, list[float]] = defaultdict(list)
-    means: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    for u in paired:
-        block = block_of(u)
-        if block is None:
-            return None
-        b, v = request_mean(baseline[u].values()), request_mean(variant[u].values())
-        means[block][0].append(b)
-        means[block][1].append(v)
-        logs[block].append(stats.log_ratios([b], [v])[0])
-    if len(means) < 2:
+    blocks = {u: block_of(u) for u in paired}
+    if None in blocks.values() or len(set(blocks.values())) < 2:
         return None
-    effects, outcomes = {}, {}
-    for block, (base, var) in sorted(means.items()):
-        effect = stats.paired_effect(base, var, confidence)
-        effects[block] = effect.effect
-        outcomes[block] = rule.interval_outcome(effect, hypothesis)[0]
-    p = stats.machines_differ([logs[block] for block in sorted(logs)])
+    means = {
+        u: (request_mean(baseline[u].values()), request_mean(variant[u].values())) for u in paired
+    }
+
+    def judged(units: list[int]) -> tuple[float, Outcome]:
+        effect = stats.paired_effect(
+            [means[u][0] for u in units], [means[u][1] for u in units], confidence
+        )
+        return effect.effect, rule.interval_outcome(effect, hypothesis)[0]
+
+    machines = sorted(set(blocks.values()), key=lambda b: b or 0)
+    own = {m: [u for u in paired if blocks[u] == m] for m in machines}
+    p = stats.machines_differ(
+        [stats.log_ratios(*zip(*(means[u] for u in own[m]), strict=True)) for m in machines]
+    )
     if p >= 1 - confidence:
-        return Agreement(effects, outcomes, p)
-    shown = ", ".join(f"machine {block} {effects[block]:+.1%}" for block in effects)
+        return Agreement()
+    alone = {m: judged(own[m]) for m in machines}
+    shown = ", ".join(f"machine {m} {alone[m][0]:+.1%}" for m in machines)
     caveat = (
         f"the machines disagree beyond their prompts' spread ({shown}; one-way ANOVA on the "
         f"per-prompt log ratios, p = {p:.2g})"
     )
     decided = (Outcome.SUPPORTED, Outcome.REFUTED)
     changes = []
-    for block, alone in outcomes.items():
-        rest = [u for u in paired if block_of(u) != block]
-        without = stats.paired_effect(
-            [request_mean(baseline[u].values()) for u in rest],
-            [request_mean(variant[u].values()) for u in rest],
-            confidence,
-        )
-        rest_outcome = rule.interval_outcome(without, hypothesis)[0]
-        if (alone in decided and alone != pooled) or rest_outcome != pooled:
-            changes.append(f"machine {block} alone {alone.value}, the rest {rest_outcome.value}")
-    hold = ""
-    if pooled in decided and changes:
-        hold = (
-            f"the machines disagree and it changes the outcome ({'; '.join(changes)}): "
-            "the pooled result does not hold on every machine"
-        )
-    return Agreement(effects, outcomes, p, caveat, hold)
+    for m in machines:
+        rest = judged([u for u in paired if blocks[u] != m])[1]
+        if any(o in decided and o != pooled for o in (alone[m][1], rest)):
+            changes.append(f"machine {m} alone {alone[m][1].value}, the rest {rest.value}")
+    if pooled not in decided or not changes:
+        return Agreement(caveat)
+    hold = (
+        f"the machines disagree and it changes the outcome ({'; '.join(changes)}): "
+        "the pooled result does not hold on every machine"
+    )
+    return Agreement(caveat, hold)

@@ -323,7 +323,8 @@ def decide_class(
         if unit == "prompt" and not (found.hold or early)
         else None
     )
-    hold = found.hold or (agreed.hold if agreed else "")
+    apart = agreed.hold if agreed else ""  # the machines disagree: more prompts would not lift it
+    hold = found.hold or apart
     caveats = [*found.caveats, *([agreed.caveat] if agreed and agreed.caveat else [])]
     outcome = Outcome.INCONCLUSIVE if hold or early else outcome
     verdict = ClassVerdict(
@@ -337,7 +338,7 @@ def decide_class(
             prompts_needed=_needed(
                 effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, terms
             )
-            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early and hold == found.hold
+            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early and not apart
             else None,
         ),
         n_baseline=effect.n_baseline,
