@@ -97,7 +97,7 @@ def records_option(*, must_exist: bool) -> Callable[[F], F]:
         if value is not None:
             return value  # click has checked it
         records = files.find_records()
-        return _existing(records) if must_exist else records
+        return files.existing_records(records) if must_exist else records
 
     return click.option(
         "--records",
@@ -107,13 +107,6 @@ def records_option(*, must_exist: bool) -> Callable[[F], F]:
         show_default="the nearest records/ of YAML, from here up to the repository's top",
         help="The knowledge base's folder: records, and plans in its plans/.",
     )
-
-
-def _existing(records: Path) -> Path:
-    if not records.is_dir():  # what find_records gives when it finds none
-        where = "no records/ folder of YAML in this folder or above it in its repository"
-        raise UsageError(f"no knowledge base here: {where}; give --records DIR")
-    return records
 
 
 @cli.command()
@@ -140,7 +133,7 @@ def validate(paths: tuple[Path, ...], records: Path, cache: bool) -> None:
     from kbgen.kb.validation import validate as validated
 
     cached = CACHE if cache else None
-    kinds = validated(list(paths) or [_existing(records)], records, cached)
+    kinds = validated(list(paths) or [files.existing_records(records)], records, cached)
     click.echo(f"ok: {kinds['record']} record(s) and {kinds['plan']} plan(s) valid")
 
 
@@ -283,16 +276,28 @@ def new(title: str, doc_id: str | None, plan: bool, records: Path) -> None:
     is_flag=True,
     help="Start nothing: print the design's cost and the prompts it needs, from --records.",
 )
+@click.option(
+    "--ray",
+    metavar="ADDRESS",
+    help="Run the spec's blocks on a Ray cluster (kbgen[ray]): local (start one here), auto, "
+    "ray://HOST:PORT.",
+)
 @records_option(must_exist=False)
 def bench(
-    spec_file: Path | None, resume: Path | None, runs_root: Path, estimate: bool, records: Path
+    spec_file: Path | None,
+    resume: Path | None,
+    runs_root: Path,
+    estimate: bool,
+    ray: str | None,
+    records: Path,
 ) -> None:
     """Run an experiment spec against a real LLM server and keep every raw sample.
 
     Starts (or reaches) the server once per variant, warms it up, streams every prompt of
     every class, scrapes /metrics around the measurement window, and writes everything to
     runs/<run-id>/. A killed or failed run keeps what it measured: continue it with --resume.
-    Exit 5 when the server could not be started or died.
+    Exit 5 when the server could not be started or died. With --ray, each of the spec's
+    `cluster.blocks` runs every arm on a node of its own; its node lost, it runs again elsewhere.
 
     No secret reaches the run folder: its copy of the spec has them masked, so a spec that is
     to be resumed takes them from the environment, written as ${NAME} (in a server's URL, and a
@@ -303,35 +308,27 @@ def bench(
       kbgen bench bench/experiments/ngram-vs-baseline.yaml
       kbgen bench --resume runs/20261129T101500-ngram-vs-baseline
       kbgen bench bench/experiments/ngram-vs-baseline.yaml --estimate
+      kbgen bench bench/experiments/ngram-vs-baseline.yaml --ray local
     """
-    import asyncio
-
-    from kbgen.bench import driver as bench_stage
+    from kbgen.bench import command as bench_stage
     from kbgen.bench import progress
-    from kbgen.bench.command import prepare
     from kbgen.record import command, stopping
 
     if estimate:
         click.echo("\n".join(command.estimate_spec(spec_file, resume, records)))
         return
-    run = prepare(spec_file, resume, runs_root)
-    experiment, folder, suite, meta = run.experiment, run.folder, run.suite, run.meta
-    click.echo(f"run folder: {folder.path} (attempt {meta.attempts})", err=True)
+    run = bench_stage.prepare(spec_file, resume, runs_root, ray)
+    folder = run.folder
+    click.echo(f"run folder: {folder.path} (attempt {run.meta.attempts})", err=True)
     try:
-        with progress.RichEvents() as events:
-            look = stopping.looker(experiment, folder)
-            totals = asyncio.run(bench_stage.run(experiment, folder, events, None, suite, look))
+        look = stopping.looker(run.experiment, folder)
+        totals = bench_stage.execute(run, ray, look, lambda line: click.echo(line, err=True))
     except KeyboardInterrupt:
-        folder.update_meta(status="interrupted")
-        click.echo(
-            f"interrupted; samples kept. Continue with: kbgen bench --resume {folder.path}",
-            err=True,
-        )
+        again = f"kbgen bench --resume {folder.path}" + (f" --ray {ray}" if ray else "")
+        click.echo(f"interrupted; samples kept. Continue with: {again}", err=True)
         raise SystemExit(130) from None
-    except KbgenError:
-        folder.update_meta(status="failed")
-        raise
-    progress.show(progress.totals_table(totals))
+    for each in totals:
+        progress.show(progress.totals_table(each))
     click.echo(str(folder.path))  # alone on stdout: `run=$(kbgen bench spec.yaml)` works
 
 

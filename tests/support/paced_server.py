@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -125,3 +126,30 @@ class Switching:
 
     def alive(self) -> bool:
         return True
+
+
+def main(argv: list[str]) -> None:
+    """A paced server process for the `process` launcher: `MODEL --rate R --host H --port P`,
+    R tokens/s at every load; the environment's `PACED_SLOWER="R=F"` multiplies the rate R by
+    F on this node (a machine slower in one arm). It exits when its parent process does."""
+    import os
+
+    def last(option: str, default: str) -> str:
+        found = [v for name, v in itertools.pairwise(argv) if name == option]
+        return found[-1] if found else default
+
+    rate = float(last("--rate", "500"))
+    slower, _, factor = os.environ.get("PACED_SLOWER", "").partition("=")
+    if slower and float(slower) == rate:
+        rate *= float(factor)
+    print(f"paced server: {rate:g} tokens/s", flush=True)
+    server = PacedVllm(lambda setting, streams: rate, model=argv[0])
+    web.run_app(
+        server.app(), host=last("--host", "127.0.0.1"), port=int(last("--port", "8000")), print=None
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -231,7 +231,24 @@ async def run(
     """
     if suite is None:
         suite = check_inputs(spec, folder.spec_path)
-    await _Run(spec, folder, events or NoEvents(), launcher, suite, look).all_windows()
+    await measure(spec, folder, events or NoEvents(), launcher, suite, look)
+    return finish(spec, folder)
+
+
+async def measure(
+    spec: ExperimentSpec,
+    folder: RunFolder,
+    events: Events,
+    launcher: Launcher | None,
+    suite: dict[str, list[str]],
+    look: Look | None = None,
+) -> None:
+    """`run`'s measuring, window by window, without its totals: what a block does on a node."""
+    await _Run(spec, folder, events, launcher, suite, look).all_windows()
+
+
+def finish(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
+    """A measured run's totals and effective settings in summary.json, and the run complete."""
     run_totals = totals.totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
         settings = folder.effective(name)

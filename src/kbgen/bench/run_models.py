@@ -92,6 +92,36 @@ class Dropped(Model):
     why: str = Field(description="What decided it.")
 
 
+class Placement(Model):
+    """One attempt of a block: the node it ran on."""
+
+    node: str = Field(description="The Ray node's id (hex).")
+    label: str | None = Field(
+        default=None, description="The node's host label (`KBGEN_HOST_LABEL` there), masked."
+    )
+    attempt: Count = Field(description="The block's attempt that ran there: 0 first.")
+    ended: Literal["running", "complete", "node-lost", "failed", "cancelled"] = Field(
+        description="How that attempt ended (`node-lost`: its node or worker died; it ran again)."
+    )
+
+
+class Block(Model):
+    """One block of a run spread over a Ray cluster: its run folder and where it ran."""
+
+    index: Count = Field(description="The block's number, from 0 (the samples' `block`).")
+    path: str = Field(description="Its run folder, relative to the top one (`blocks/<index>`).")
+    placements: list[Placement] = Field(
+        default_factory=list, description="Every attempt of it, in order, and its node."
+    )
+
+
+class Cluster(Model):
+    """How a run was spread over a Ray cluster (`kbgen bench --ray`)."""
+
+    address: str = Field(description="What `--ray` named (`local`, `auto`, or an address).")
+    blocks: list[Block] = Field(description="Its blocks, in order.")
+
+
 class RunMeta(Model):
     """`run.json`: what ran where, and how far the run got."""
 
@@ -152,6 +182,11 @@ class RunMeta(Model):
     )
     dropped: dict[str, Dropped] = Field(
         default_factory=dict, description="A sweep's variants that left the race, by name."
+    )
+    cluster: Cluster | None = Field(
+        default=None,
+        description="A run spread over a Ray cluster: its blocks, each a run folder of its own "
+        "under `blocks/`, and the nodes they ran on (absent: a run on one machine).",
     )
 
 

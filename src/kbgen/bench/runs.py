@@ -114,9 +114,7 @@ class RunFolder:
             self._samples = path.open("a", encoding="utf-8")
             if not files.ends_a_line(path):
                 self._samples.write("\n")  # a kill tore the last line: leave it on its own
-        if sample.error:  # a server's error message may quote what it was sent
-            sample = sample.model_copy(update={"error": redact.text(sample.error)})
-        self._samples.write(sample.model_dump_json(exclude_none=True) + "\n")
+        self._samples.write(sample_line(sample))
         self._samples.flush()  # in the kernel's hands: a killed process loses nothing
 
     def close(self) -> None:
@@ -158,6 +156,17 @@ class RunFolder:
 
     def write_totals(self, totals: RunTotals) -> None:
         files.write_atomic(self.path / "summary.json", _json(totals))
+
+    def read_summary(self) -> bytes:
+        """summary.json's bytes, read inside the folder."""
+        return files.read_regular(self.path / "summary.json", MAX_METRICS_BYTES, self.path)
+
+
+def sample_line(sample: Sample) -> str:
+    """A sample as samples.jsonl keeps it: one line of JSON, its error's secrets masked."""
+    if sample.error:  # a server's error message may quote what it was sent
+        sample = sample.model_copy(update={"error": redact.text(sample.error)})
+    return sample.model_dump_json(exclude_none=True) + "\n"
 
 
 def parse_samples(path: Path, data: bytes) -> Samples:

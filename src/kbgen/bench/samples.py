@@ -136,3 +136,9 @@ def paired_by(sample: Sample) -> int:
 def block_of(unit: int) -> int | None:
     """The block of a unit `paired_by` numbered (None: one machine)."""
     return None if unit < UNIT_STRIDE else unit // UNIT_STRIDE - 1
+
+
+def clock_of(sample: Sample) -> tuple[int, int]:
+    """The clock a sample's times were taken on: one process's, (block, attempt) (block -1 on
+    one machine): times compare only within one clock."""
+    return (-1 if sample.block is None else sample.block, sample.attempt)

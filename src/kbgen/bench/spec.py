@@ -45,6 +45,7 @@ MAX_REQUESTS = 100_000
 MAX_REPEATS = 1000
 MAX_ROUNDS = 1000
 MAX_CLIENT_PROCESSES = 64
+MAX_BLOCKS = 256  # a cluster of 256 nodes; a unit of the verdict keeps its block below UNIT_STRIDE
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; larger ones overflow the event loop's clock
 Timeout = Annotated[Finite, Field(gt=0, le=MAX_TIMEOUT_S)]
 ClientProcesses = Annotated[Int, Field(ge=1, le=MAX_CLIENT_PROCESSES)]
@@ -233,6 +234,38 @@ class WorkloadSpec(Model):
         return self
 
 
+class ClusterSpec(Model):
+    """How `kbgen bench --ray` splits the experiment over a Ray cluster: blocks, each the whole
+    interleaved design on one node with its own server, and what a block's node must have."""
+
+    blocks: Int = Field(
+        ge=1,
+        le=MAX_BLOCKS,
+        description="Blocks: each runs every round of every arm on one node, its own server "
+        "started there (block i on the spec's port + i, its own order seed: `order_seed` + i); "
+        "the verdict pairs arms within a block and pools the blocks.",
+    )
+    num_gpus: Finite | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs a block holds (a fraction shares one: 0.5 runs two blocks on a GPU; "
+        "give the server its share of memory in `args`).",
+    )
+    num_cpus: Finite = Field(default=1, ge=0, description="CPUs a block holds on its node.")
+    resources: dict[str, Finite] = Field(
+        default_factory=dict,
+        description="Custom Ray resources a block holds (as `ray start --resources` declares "
+        "them), to pin blocks to the nodes that have them.",
+        examples=[{"h200": 1}],
+    )
+    retries: Int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Times a block whose node died runs again elsewhere, from where it was.",
+    )
+
+
 class ExperimentSpec(Model):
     """One A/B (or A/B/n) experiment against an LLM server."""
 
@@ -271,6 +304,10 @@ class ExperimentSpec(Model):
         "records the machine's own name; without a label the record names no host. A label "
         "that looks like a secret is masked.",
         examples=["lab-h200-1"],
+    )
+    cluster: ClusterSpec | None = Field(
+        default=None,
+        description="Blocks over a Ray cluster, for `kbgen bench --ray` (ignored without it).",
     )
     hardware: Hardware | None = Field(
         default=None,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kbgen.errors import Conflict, InvalidInput, KbgenError, Problem, StoreError
+from kbgen.errors import Conflict, InvalidInput, KbgenError, Problem, StoreError, UsageError
 
 MIB = 1024 * 1024
 MAX_JSON_BYTES = 256 * MIB  # run.json, summary.json, other tools' result files
@@ -350,6 +350,15 @@ def fingerprint(path: Path) -> Fingerprint:
 
 RECORDS = "records"  # the knowledge base's folder, where every command looks by default
 PLANS_FOLDER = "plans"  # inside it: every file there is a plan
+
+
+def existing_records(records: Path) -> Path:
+    """`records`, if it is a folder; UsageError otherwise (what `find_records` gives when it
+    finds no knowledge base)."""
+    if not records.is_dir():
+        where = "no records/ folder of YAML in this folder or above it in its repository"
+        raise UsageError(f"no knowledge base here: {where}; give --records DIR")
+    return records
 
 
 def find_records() -> Path:

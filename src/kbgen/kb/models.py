@@ -1270,6 +1270,19 @@ class Provenance(Model):
         return self
 
 
+class Machine(Model):
+    """One block of a run spread over several machines: where it ran and on what."""
+
+    block: Count = Field(description="The block's number, from 0 (its samples' `block`).")
+    hardware: Hardware | None = Field(default=None, description="Its machine, as its node saw.")
+    software: Software | None = Field(default=None, description="Its server's software stack.")
+    nodes: list[str] = Field(
+        description="The Ray nodes its attempts ran on, in order (the id's first 8 hex digits, "
+        "and the node's host label where it has one); more than one: a node was lost."
+    )
+    requests: Count = Field(description="Requests it sent, failed attempts included.")
+
+
 class RawSamples(Model):
     """Pointer to the per-request samples every number on the record is computed from."""
 
@@ -1333,6 +1346,11 @@ class Record(Model):
     related: list[Slug] = Field(default_factory=list, description="Records worth reading too.")
     tags: list[Slug] = Field(default_factory=list, description="Free tags for the site.")
     provenance: Provenance | None = Field(default=None, description="Where the numbers come from.")
+    machines: list[Machine] = Field(
+        default_factory=list,
+        description="A run over several machines (`kbgen bench --ray`): each block's machine, "
+        "its nodes and its share of the requests (absent: one machine).",
+    )
     effective: dict[VariantName, EffectiveSettings] = Field(
         default_factory=dict,
         description="What each variant's server said it ran with (measured records from a log).",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
+from kbgen.bench import blocks
 from kbgen.bench.driver import Stored
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
@@ -22,9 +23,11 @@ from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
     Config,
+    Cost,
     Engine,
     Hardware,
     Hypothesis,
+    Machine,
     MeasuredMetric,
     MetricStats,
     ModelInfo,
@@ -85,6 +88,17 @@ def from_run(
         )
     spec = load_spec(run.spec_path)
     order = baseline_first(spec.baseline, spec.variants)
+    parts = blocks.folders(run)
+    metas = [part.meta() for part in parts]
+    if parts:
+        meta = blocks.pooled(meta, metas)
+        unlike = _unlike(metas)
+        if unlike and not allow_mismatch:
+            raise Mismatch(
+                f"{run.path}: its blocks ran on different hardware ({unlike}): pooled, they "
+                "answer no one question; run an experiment per kind of machine "
+                "(cluster.resources pins one), or use --allow-mismatch"
+            )
     missing = [v for v in order if v not in meta.variants]
     if missing:
         raise UsageError(f"{run.path}: no measurements for variant(s) {', '.join(missing)}")
@@ -104,7 +118,11 @@ def from_run(
             f"{evidence.torn} line(s) of the run's samples.jsonl were torn by a kill mid-write "
             "and dropped (their requests were sent again on the resume)"
         )
-    effective = {v: e for v in order if (e := run.effective(v)) is not None}
+    effective = {
+        v: e
+        for v in order
+        if (e := next(filter(None, (f.effective(v) for f in parts or [run])), None)) is not None
+    }
     caveats += confounds.caveats(spec.baseline, spec.variants, effective)
     startup_s = {  # to a tenth of a second: a start-up takes seconds to hours
         v: [round(s, 1) for s in meta.variants[v].startup_s]
@@ -176,9 +194,52 @@ def from_run(
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
         **figures.known(effective=effective or None, startup_s=startup_s or None),
-        cost=cost.cost_of(meta, evidence.samples, meta.hardware, design is not None),
+        cost=_cost(meta, metas, evidence, design is not None),
+        **figures.known(machines=_machines(run, metas, evidence) or None),
     )
     return record, evidence
+
+
+def _unlike(metas: list[RunMeta]) -> str:
+    """How the blocks' machines differ, their labels aside ('' when alike)."""
+    kinds = {
+        (m.hardware or Hardware()).model_copy(update={"host": None}).model_dump_json()
+        for m in metas
+    }
+    if len(kinds) < 2:
+        return ""
+    return "; ".join(
+        f"block {i}: {(m.hardware or Hardware()).accelerator or (m.hardware or Hardware()).cpu}"
+        for i, m in enumerate(metas)
+    )
+
+
+def _cost(meta: RunMeta, metas: list[RunMeta], evidence: Evidence, stopping: bool) -> Cost:
+    """The run's cost; a run over several machines, its blocks' costs added up."""
+    if not metas:
+        return cost.cost_of(meta, evidence.samples, meta.hardware, stopping)
+    return cost.pooled(
+        [
+            cost.cost_of(m, [s for s in evidence.samples if s.block == i], m.hardware, stopping)
+            for i, m in enumerate(metas)
+        ]
+    )
+
+
+def _machines(run: RunFolder, metas: list[RunMeta], evidence: Evidence) -> list[Machine]:
+    """Each block's machine and nodes (none for a run on one machine)."""
+    cluster = run.meta().cluster
+    if cluster is None:
+        return []
+    return [
+        Machine(
+            block=i,
+            **figures.known(hardware=m.hardware, software=m.software),
+            nodes=[p.node[:8] + (f" ({p.label})" if p.label else "") for p in b.placements],
+            requests=sum(1 for s in evidence.samples if s.block == i),
+        )
+        for i, (m, b) in enumerate(zip(metas, cluster.blocks, strict=True))
+    ]
 
 
 def _code_notes(meta: RunMeta) -> list[str]:

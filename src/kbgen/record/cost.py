@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import fmean
+from typing import Any
 
 from kbgen.bench.driver import steps
 from kbgen.bench.run_models import RunMeta
@@ -73,3 +74,33 @@ def cost_of(
             **({"saved": saved} if saved is not None else {}),
         }
     )
+
+
+def pooled(costs: Sequence[Cost]) -> Cost:
+    """The cost of a run over several machines: its blocks' costs added up (starts, minutes,
+    windows, requests, tokens, what stopping saved; accelerators all blocks held)."""
+    first = costs[0]
+    summed: dict[str, Any] = first.model_dump(exclude_unset=True)
+    for name in (
+        "starts", "startup_minutes", "server_minutes", "accelerators", "accelerator_minutes",
+        "window_minutes", "windows", "planned_windows", "requests", "output_tokens",
+    ):  # fmt: skip
+        values = [getattr(c, name) for c in costs if getattr(c, name) is not None]
+        if values:
+            summed[name] = round(sum(values), 2) if isinstance(values[0], float) else sum(values)
+    left = {k: v for c in costs for k, v in c.left.items()}
+    if left:
+        summed["left"] = left
+    saved = [c.saved for c in costs if c.saved is not None]
+    if saved:
+        summed["saved"] = {
+            name: round(sum(getattr(s, name) or 0 for s in saved), 2)
+            if name.endswith("minutes")
+            else sum(getattr(s, name) for s in saved)
+            for name in ("starts", "windows", "minutes", "accelerator_minutes")
+            if any(getattr(s, name) is not None for s in saved)
+        }
+    stops = [c.stopped for c in costs if c.stopped is not None]
+    if stops:
+        summed["stopped"] = max(stops, key=lambda s: s.round)
+    return Cost.model_validate(summed)

@@ -19,10 +19,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from kbgen import redact
+from kbgen.bench import blocks
 from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
-from kbgen.bench.samples import Sample
+from kbgen.bench.samples import Sample, clock_of
 from kbgen.bench.spec import ExperimentSpec
+from kbgen.bench.spec import load as load_spec
 from kbgen.bench.totals import request_of
 from kbgen.bench.totals import totals as run_totals
 from kbgen.errors import InvalidInput, Problem
@@ -128,7 +130,10 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     `Counters` (no cross-check) so the verdict can say so instead of not seeing it. Each window
     carries the machine load measured meanwhile.
     """
-    meta, read = run.meta(), run.read_samples()  # each read once, shared with the totals
+    meta = run.meta()
+    if meta.cluster is not None:  # the blocks pooled, each sample marked with its block
+        return pooled([evidence_of_run(b, load_spec(b.spec_path)) for b in blocks.folders(run)])
+    read = run.read_samples()  # each read once, shared with the totals
     samples = read.samples
     totals = run_totals(spec, run, meta, samples).variants
     order = baseline_first(spec.baseline, spec.variants)
@@ -157,6 +162,17 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     )
 
 
+def pooled(parts: list[Evidence]) -> Evidence:
+    """The evidence of a run's blocks as one: every sample with its block (its index in
+    `parts`), every window, every torn line."""
+    return dataclasses.replace(
+        parts[0],
+        samples=[s.model_copy(update={"block": i}) for i, e in enumerate(parts) for s in e.samples],
+        windows={v: [w for e in parts for w in e.windows.get(v, [])] for v in parts[0].variants},
+        torn=sum(e.torn for e in parts),
+    )
+
+
 def samples_bytes(evidence: Evidence) -> bytes:
     """The evidence as gzipped JSONL, times relative to each request's send (deterministic)."""
     header: dict[str, Any] = {
@@ -177,13 +193,13 @@ def samples_bytes(evidence: Evidence) -> bytes:
             json.dumps({"kind": "window", "variant": variant, **w.model_dump(exclude_unset=True)})
             for w in windows
         ]
-    # times relative to the first send of the same attempt (one process: one clock), so a
-    # window's throughput can still be computed from its samples
-    origin: dict[int, int] = {}
+    # times relative to the first send on the same clock (one process), so a window's
+    # throughput can still be computed from its samples
+    origin: dict[tuple[int, int], int] = {}
     for s in evidence.samples:
-        origin[s.attempt] = min(origin.get(s.attempt, s.sent_ns), s.sent_ns)
+        origin[clock_of(s)] = min(origin.get(clock_of(s), s.sent_ns), s.sent_ns)
     for s in evidence.samples:
-        base = origin[s.attempt]
+        base = origin[clock_of(s)]
         compact = s.model_copy(
             update={
                 "error": s.error and redact.text(s.error),  # a server's message may quote secrets

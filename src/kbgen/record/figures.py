@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kbgen.bench import metrics
-from kbgen.bench.samples import Sample
+from kbgen.bench.samples import Sample, clock_of
 from kbgen.kb.models import (
     LoadMeasurements,
     MeasuredMetric,
@@ -115,14 +115,15 @@ def window_throughput(samples: list[Sample]) -> float | None:
 
     For requests sent back to back this is Σ output tokens / (last done - first send); gaps
     where none of these requests ran (the server busy with another class) are not counted.
-    Times compare only within one attempt (one process, one clock). None without a duration.
+    Times compare only within one clock (`clock_of`: an attempt on one machine). None without a
+    duration.
     """
-    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     tokens = 0
     for s in samples:
         end = end_of(s)
         if s.ok and end is not None and s.output_tokens:
-            spans[s.attempt].append((s.sent_ns, end))
+            spans[clock_of(s)].append((s.sent_ns, end))
             tokens += s.output_tokens
     busy = sum(_covered(intervals) for intervals in spans.values())
     return tokens / (busy / 1e9) if busy > 0 else None
@@ -135,7 +136,7 @@ def end_of(sample: Sample) -> int | None:
     return sample.chunk_ns[-1] if sample.chunk_ns else None
 
 
-Window = tuple[str, int, int]  # one measurement window's samples: (variant, round, attempt)
+Window = tuple[str, int, int, int]  # a window's samples: (variant, round, block, attempt)
 
 
 def steady_states(samples: list[Sample], concurrency: int) -> dict[Window, tuple[int, int]]:
@@ -153,7 +154,7 @@ def steady_states(samples: list[Sample], concurrency: int) -> dict[Window, tuple
         return {}
     windows: dict[Window, list[Sample]] = defaultdict(list)
     for s in samples:
-        windows[(s.variant, s.round or 0, s.attempt)].append(s)
+        windows[(s.variant, s.round or 0, *clock_of(s))].append(s)
     out = {}
     for key, group in windows.items():
         sends = sorted(s.sent_ns for s in group)
@@ -177,7 +178,7 @@ def steady_throughput(samples: list[Sample], steady: dict[Window, tuple[int, int
     spans: dict[Window, list[tuple[int, int]]] = defaultdict(list)
     tokens = 0
     for s in samples:
-        key = (s.variant, s.round or 0, s.attempt)
+        key = (s.variant, s.round or 0, *clock_of(s))
         end = end_of(s)
         if key not in steady or end is None or not s.ok:
             continue
