@@ -155,7 +155,7 @@ def test_the_steady_state_leaves_out_the_ramps() -> None:
     sends = sorted(s.sent_ns for s in samples)
     ends = sorted(s.done_ns or 0 for s in samples)
     assert figures.steady_states(samples, streams) == {
-        ("v", 0, 0): (sends[streams - 1], min(e for e in ends if e > sends[-1]))
+        ("v", 0, -1, 0): (sends[streams - 1], min(e for e in ends if e > sends[-1]))
     }
     found = _measured(samples, streams)["all"]
     assert found["steady_output_tok_s"].mean == pytest.approx(streams * 1e9 / STEP, rel=1e-5)

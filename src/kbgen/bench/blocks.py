@@ -16,13 +16,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbgen import errors, redact
 from kbgen.bench import driver, provenance
-from kbgen.bench.launch import Launched, Launcher, Waiting, launcher_for
+from kbgen.bench.launch import Launched, Launcher, Waiting, launcher_for, port_taken
 from kbgen.bench.run_models import Block, Cluster, RunMeta, VariantRun
 from kbgen.bench.runs import RunFolder, sample_line
 from kbgen.bench.samples import Sample
@@ -190,6 +191,8 @@ class Node:
             meta.software = provenance.software(spec, gpu_driver)
             meta.host_label = label
             self.folder.write_meta(meta)
+            if isinstance(spec.server, ProcessServer):  # a lost attempt's server may be ending
+                _wait_free(spec.server.host, spec.server.port)
             launcher = Tethered(launcher_for(spec.server))
             asyncio.run(driver.measure(spec, self.folder, driver.NoEvents(), launcher, suite, look))
         except KbgenError as exc:
@@ -211,6 +214,14 @@ def failure(kind: str, message: str) -> KbgenError:
         except TypeError:  # an error that takes more than a message: its line is enough
             pass
     return errors.ServerFailed(message)
+
+
+def _wait_free(host: str, port: int, seconds: float = 15) -> None:
+    """Until `port` is free, for at most `seconds`: a node's lost attempt on this host takes
+    its server down within a second (`Tethered`); the launcher names a port still taken."""
+    ends = time.monotonic() + seconds
+    while port_taken(host, port) and time.monotonic() < ends:
+        time.sleep(0.25)
 
 
 # Kills the server's process group once the process that started it is gone (then exits).

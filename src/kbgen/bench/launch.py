@@ -209,7 +209,7 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def _port_taken(host: str, port: int) -> bool:
+def port_taken(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1)
         return sock.connect_ex((host, port)) == 0
@@ -268,7 +268,7 @@ class ProcessLauncher:
             launched.pid = self.process.pid if self.process else None
             return launched
         await self.stop()
-        if _port_taken(self.server.host, self.server.port):
+        if port_taken(self.server.host, self.server.port):
             raise ServerFailed(
                 f"{self.server.host}:{self.server.port} is already in use by another process; "
                 "kbgen will not measure a server it did not start (pick another port)"

@@ -1,0 +1,233 @@
+"""`kbgen bench --ray` on a real local Ray cluster of several nodes (`ray.cluster_utils.Cluster`).
+
+Every node is a raylet on 127.0.0.1 with a custom resource that pins blocks to it; every block
+starts its own paced stand-in server (tests/support/paced_server.py, a process of known speed).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbgen.bench import blocks, command
+from kbgen.bench.runs import RunFolder
+from kbgen.bench.samples import Sample
+from kbgen.record.compose import from_run
+from tests.support import paced_server
+
+# read when ray.cluster_utils is imported: without it, its nodes' 127.0.0.1 becomes 192.0.2.2
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+from ray.cluster_utils import Cluster  # noqa: E402 -- after the variable (kbgen[dev] has ray)
+
+PYTHON = Path(sys.executable)
+NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A head (no CPU for blocks) and three nodes that hold a `box` each; the third one's
+    server runs the 700 tokens/s arm at 0.8 of that speed (a machine slower in one arm)."""
+    made = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, **NODE},
+    )
+    for i in range(3):
+        slower = {"PACED_SLOWER": "700=0.8"} if i == 2 else {}
+        made.add_node(**NODE, resources={"box": 1}, env_vars=slower)
+    made.wait_for_nodes()
+    yield made
+    made.shutdown()
+
+
+def write_spec(tmp_path: Path, port: int, blocks_: int, resource: str, **workload: Any) -> Path:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"class": c, "prompt": f"{c} prompt {i}"}) + "\n"
+            for c in ("coding", "math")
+            for i in range(8)
+        )
+    )
+    spec = {
+        "schema_version": 1,
+        "id": "over-nodes",
+        "title": "blocks over a local Ray cluster",
+        "hypothesis": {
+            "statement": "the fast arm decodes faster",
+            "primary_metric": "decode_tok_s",
+            "direction": "increase",
+            "minimum_effect": 0.05,
+        },
+        "server": {
+            "launcher": "process",
+            "command": [str(PYTHON), paced_server.__file__],
+            "model": "paced",
+            "port": port,
+            "startup_timeout_s": 60,
+        },
+        "baseline": "base",
+        "variants": {"base": {"args": ["--rate", "500"]}, "fast": {"args": ["--rate", "700"]}},
+        "workload": {
+            "prompts": str(prompts),
+            "classes": ["coding", "math"],
+            "max_tokens": 16,
+            "warmup": 1,
+            "repeats": 1,
+            "rounds": 2,
+            **workload,
+        },
+        "cluster": {"blocks": blocks_, "num_cpus": 1, "resources": {resource: 1}},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    return path
+
+
+def bench(spec: Path, address: str, tmp_path: Path) -> RunFolder:
+    run = command.prepare(spec, None, tmp_path / "runs", address)
+    command.execute(run, address, None, lambda line: None)
+    return run.folder
+
+
+def ok_keys(folder: RunFolder) -> list[tuple[Any, ...]]:
+    return [
+        (s.variant, s.prompt_class, s.prompt_index, s.repeat, s.round)
+        for s in folder.samples()
+        if s.ok
+    ]
+
+
+@pytest.fixture(scope="module")
+def three_blocks(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
+    tmp = tmp_path_factory.mktemp("three")
+    return bench(write_spec(tmp, 18810, 3, "box"), cluster.address, tmp)
+
+
+def test_blocks_spread_over_the_nodes_and_the_driver_alone_keeps_their_samples(
+    three_blocks: RunFolder,
+) -> None:
+    meta = three_blocks.meta()
+    assert meta.status == "complete" and meta.cluster is not None
+    nodes = [b.placements[-1].node for b in meta.cluster.blocks]
+    assert len(set(nodes)) == 3  # one block a node: each node holds one box
+    for block in blocks.folders(three_blocks):
+        assert block.meta().status == "complete"
+        keys = ok_keys(block)
+        assert len(keys) == len(set(keys)) == 2 * 2 * 16  # arms x rounds x prompts, once each
+        assert block.read_log("base") and block.read_log("fast")  # the node's logs came back
+    record, evidence = from_run(three_blocks, "2026-12-03-over-nodes")
+    assert [m.block for m in record.machines] == [0, 1, 2]
+    assert sum(m.requests for m in record.machines) == len(evidence.samples) == 3 * 64
+    assert record.cost is not None and record.cost.requests == 3 * 64
+    assert record.cost.starts == 3 * 3  # a block's order AB BA: three starts each
+    assert {s.block for s in evidence.samples} == {0, 1, 2}
+
+
+def test_a_machine_slower_in_one_arm_is_a_caveat_of_the_pooled_verdict(
+    three_blocks: RunFolder,
+) -> None:
+    record, _ = from_run(three_blocks, "2026-12-03-over-nodes")
+    assert record.verdict is not None
+    caveats = " ".join(record.verdict.caveats)
+    assert "machines disagree" in caveats
+    for cls in ("coding", "math"):  # pooled: between the slow machine's +12% and the rest's +40%
+        effect = record.verdict.per_class[cls].effect
+        assert effect is not None and 0.12 < effect < 0.40
+
+
+def wait_for(predicate: Any, timeout: float = 120) -> None:
+    ends = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < ends, "timed out"
+        time.sleep(0.2)
+
+
+def count_ok(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if '"error"' not in line and line)
+
+
+def test_a_node_killed_mid_block_loses_no_sample_and_its_block_runs_again_elsewhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spares = [cluster.add_node(**NODE, resources={"spare": 1}) for _ in range(2)]
+    cluster.wait_for_nodes()
+    spec = write_spec(tmp_path, 18830, 1, "spare", max_tokens=64)
+    run = command.prepare(spec, None, tmp_path / "runs", cluster.address)
+    worker = threading.Thread(
+        target=command.execute, args=(run, cluster.address, None, lambda line: None)
+    )
+    worker.start()
+    samples = run.folder.path / "blocks" / "0" / "samples.jsonl"
+    wait_for(lambda: count_ok(samples) >= 8)
+    kept = [Sample.model_validate_json(line) for line in samples.read_text().splitlines()]
+    placed = run.folder.meta().cluster.blocks[0].placements[-1].node  # type: ignore[union-attr]
+    victim = next(n for n in spares if n.node_id == placed)
+    cluster.remove_node(victim, allow_graceful=False)
+    worker.join(300)
+    assert not worker.is_alive()
+    block = blocks.folders(run.folder)[0]
+    meta, top = block.meta(), run.folder.meta()
+    assert meta.status == "complete" and meta.attempts == 2
+    assert top.cluster is not None
+    ends = [(p.node == placed, p.ended) for p in top.cluster.blocks[0].placements]
+    assert ends == [(True, "node-lost"), (False, "complete")]
+    after = block.samples()
+    assert after[: len(kept)] == kept  # every sample kept before the kill is still there
+    keys = ok_keys(block)
+    assert len(keys) == len(set(keys)) == 2 * 2 * 16  # nothing measured twice, nothing missing
+    assert {s.attempt for s in after} == {0, 1}
+    record, evidence = from_run(run.folder, "2026-12-03-node-lost")
+    assert record.cost is not None and record.cost.requests == len(after) == len(evidence.samples)
+    assert record.machines[0].nodes[0].startswith(placed[:8])
+    assert len(record.machines[0].nodes) == 2
+
+
+def test_a_killed_driver_resumes_without_measuring_anything_twice(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, 18850, 2, "box", max_tokens=64)
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    kbgen = [str(PYTHON), "-m", "kbgen", "bench", "--runs", str(tmp_path / "runs")]
+    driver = subprocess.Popen(
+        [*kbgen, str(spec), "--ray", cluster.address],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: any((tmp_path / "runs").glob("*/blocks/1/samples.jsonl")))
+    top = next((tmp_path / "runs").iterdir())
+    wait_for(lambda: all(count_ok(top / f"blocks/{i}/samples.jsonl") >= 6 for i in (0, 1)))
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    before = {i: count_ok(top / f"blocks/{i}/samples.jsonl") for i in (0, 1)}
+    assert all(0 < n < 64 for n in before.values())
+    done = subprocess.run(
+        [*kbgen, "--resume", str(top), "--ray", cluster.address],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    folder = RunFolder.open(top)
+    assert folder.meta().status == "complete"
+    for block in blocks.folders(folder):
+        keys = ok_keys(block)
+        assert len(keys) == len(set(keys)) == 64  # each request once: none measured twice
+        attempts = collections.Counter(s.attempt for s in block.samples() if s.ok)
+        assert attempts[1] == 64 - attempts[0] and attempts[0] >= 6
+    record, _ = from_run(folder, "2026-12-03-driver-killed")
+    assert record.cost is not None and record.cost.requests >= 128
