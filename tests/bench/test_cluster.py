@@ -23,15 +23,17 @@ import pytest
 from kbgen.bench import blocks, command
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
+from kbgen.errors import ServerFailed
+from kbgen.record import stopping
 from kbgen.record.compose import from_run
 from tests.support import paced_server
 
 # read when ray.cluster_utils is imported: without it, its nodes' 127.0.0.1 becomes 192.0.2.2
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-from ray.cluster_utils import Cluster  # noqa: E402 -- after the variable (kbgen[dev] has ray)
+from ray.cluster_utils import Cluster  # after the variable (kbgen[dev] has ray)
 
 PYTHON = Path(sys.executable)
-NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+NODE: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +49,14 @@ def cluster() -> Iterator[Cluster]:
         made.add_node(**NODE, resources={"box": 1}, env_vars=slower)
     made.wait_for_nodes()
     yield made
-    made.shutdown()
+    made.shutdown()  # type: ignore[no-untyped-call]
 
 
-def write_spec(tmp_path: Path, port: int, blocks_: int, resource: str, **workload: Any) -> Path:
+def write_spec(
+    tmp_path: Path, port: int, blocks_: int, resource: str, fast: int = 700, **workload: Any
+) -> Path:
+    """A spec of two arms, `base` at 500 tokens/s and `fast` at `fast`, blocks pinned to the
+    nodes holding `resource`."""
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
         "".join(
@@ -77,7 +83,7 @@ def write_spec(tmp_path: Path, port: int, blocks_: int, resource: str, **workloa
             "startup_timeout_s": 60,
         },
         "baseline": "base",
-        "variants": {"base": {"args": ["--rate", "500"]}, "fast": {"args": ["--rate", "700"]}},
+        "variants": {"base": {"args": ["--rate", "500"]}, "fast": {"args": ["--rate", str(fast)]}},
         "workload": {
             "prompts": str(prompts),
             "classes": ["coding", "math"],
@@ -96,7 +102,7 @@ def write_spec(tmp_path: Path, port: int, blocks_: int, resource: str, **workloa
 
 def bench(spec: Path, address: str, tmp_path: Path) -> RunFolder:
     run = command.prepare(spec, None, tmp_path / "runs", address)
-    command.execute(run, address, None, lambda line: None)
+    command.execute(run, address, stopping.looker(run.experiment, run.folder), lambda line: None)
     return run.folder
 
 
@@ -231,3 +237,36 @@ def test_a_killed_driver_resumes_without_measuring_anything_twice(
         assert attempts[1] == 64 - attempts[0] and attempts[0] >= 6
     record, _ = from_run(folder, "2026-12-03-driver-killed")
     assert record.cost is not None and record.cost.requests >= 128
+
+
+def test_a_block_whose_server_cannot_start_says_why_and_names_its_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, 18870, 1, "box")
+    data = json.loads(spec.read_text())
+    data["server"]["command"] = [str(PYTHON), "-c", "print('ERROR no model here'); exit(3)"]
+    spec.write_text(json.dumps(data))
+    run = command.prepare(spec, None, tmp_path / "runs", cluster.address)
+    with pytest.raises(ServerFailed) as failed:
+        command.execute(run, cluster.address, None, lambda line: None)
+    message = str(failed.value)
+    assert message.startswith("block 0 on node ")
+    assert "exited with code 3 while starting" in message and "no model here" in message
+    assert run.folder.meta().status == "failed"
+    top = run.folder.meta().cluster
+    assert top is not None and top.blocks[0].placements[0].ended == "failed"
+
+
+def test_stopping_is_decided_centrally_over_the_blocks_and_ends_them_early(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # 1000 tokens/s: no node is slower at that rate
+    spec = write_spec(tmp_path, 18890, 2, "box", fast=1000, rounds=6, stop="when-decided")
+    folder = bench(spec, cluster.address, tmp_path)
+    parts = blocks.folders(folder)
+    assert all(p.meta().status == "complete" for p in parts)
+    assert any(p.meta().stopped is not None for p in parts)  # a block saw the driver decide
+    record, _ = from_run(folder, "2026-12-03-stopped-over-nodes")
+    assert record.cost is not None and record.cost.saved is not None
+    assert record.cost.windows < record.cost.planned_windows == 2 * 12
+    assert record.verdict is not None and record.verdict.outcome == "supported"
