@@ -207,12 +207,14 @@ class Node:
 
 def failure(kind: str, message: str) -> KbgenError:
     """The kbgen error a node's `failed` message names (a ServerFailed if it names none)."""
-    found = getattr(errors, kind, None)
-    if isinstance(found, type) and issubclass(found, KbgenError) and found is not KbgenError:
-        try:
-            return found(message)
-        except TypeError:  # an error that takes more than a message: its line is enough
-            pass
+    found: object = getattr(errors, kind, None)
+    if (
+        isinstance(found, type)
+        and issubclass(found, KbgenError)
+        and found is not KbgenError
+        and found.__init__ is KbgenError.__init__  # one that takes its problems: the line will do
+    ):
+        return found(message)
     return errors.ServerFailed(message)
 
 
