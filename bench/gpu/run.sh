@@ -14,7 +14,8 @@
 #                                           the machine is packed into OUT_DIR
 #
 # Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
-# (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time.
+# (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time. BENCH_ARGS: more options of
+# kbgen bench (--ray local: the spec's blocks over a one-machine Ray cluster).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -50,7 +51,7 @@ bench)
     # BENCH_LIMIT_S: stop (as Ctrl-C does: samples kept) before the machine's per-command limit;
     # `run.sh resume` then goes on where it stopped
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
-        python3 -m kbgen bench "$spec" --runs /tmp/runs > /tmp/bench.out || status=$?
+        python3 -m kbgen bench "$spec" --runs /tmp/runs ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
     run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
     [ -d "$run" ] || run="$(ls -dt /tmp/runs/*/ | head -1)"
     tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
@@ -60,7 +61,7 @@ resume)
     out="$2" run="$(ls -dt /tmp/runs/*/ | head -1)" && run="${run%/}"
     cd "$ROOT"
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
-        python3 -m kbgen bench --resume "$run" > /tmp/bench.out || status=$?
+        python3 -m kbgen bench --resume "$run" ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
     mkdir -p "$out"
     tar -C "$(dirname "$run")" -czf "$out/$(basename "$run").run.tar.gz" "$(basename "$run")"
     took "resumed $(basename "$run") (exit ${status:-0})"

@@ -4,6 +4,7 @@ may send (the cluster itself: tests/bench/test_cluster.py)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,20 @@ def test_the_cost_of_blocks_adds_up() -> None:
     assert both.server_minutes == 8.5 and both.startup_minutes == 3.0
     assert both.windows == both.planned_windows == 8
     assert json.loads(both.model_dump_json())["design"] == "fixed"
+
+
+def test_a_block_on_a_worker_ray_started_niced_runs_at_full_priority_or_says_how(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_to: list[int] = []
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 15)
+    monkeypatch.setattr(os, "setpriority", lambda which, who, value: set_to.append(value))
+    blocks._full_priority()
+    assert set_to == [0]
+
+    def refused(which: int, who: int, value: int) -> None:
+        raise PermissionError("not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refused)
+    with pytest.raises(UsageError, match="RAY_worker_niceness=0"):
+        blocks._full_priority()

@@ -37,6 +37,7 @@ def connect(address: str) -> None:
     cluster listens on 127.0.0.1 only and starts no dashboard."""
     options: dict[str, Any] = {"log_to_driver": False}
     if address == "local":
+        os.environ.setdefault("RAY_worker_niceness", "0")  # its workers at full priority
         options |= {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
     elif address.split(":")[0] in ("127.0.0.1", "localhost"):
         options["_node_ip_address"] = "127.0.0.1"
