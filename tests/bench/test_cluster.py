@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import pytest
 from kbgen.bench import blocks, command
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
-from kbgen.errors import ServerFailed
+from kbgen.errors import InvalidInput, Mismatch, ServerFailed, UsageError
 from kbgen.record import stopping
 from kbgen.record.compose import from_run
 from tests.support import paced_server
@@ -270,3 +271,68 @@ def test_stopping_is_decided_centrally_over_the_blocks_and_ends_them_early(
     assert record.cost is not None and record.cost.saved is not None
     assert record.cost.windows < record.cost.planned_windows == 2 * 12
     assert record.verdict is not None and record.verdict.outcome == "supported"
+
+
+SECRET = "sk-live-4f9c2a7e1b3d5f6a8c0e2b4d6f8a1c3e"  # a key's shape: masked wherever it is seen
+
+
+def test_a_secret_reaches_a_node_from_its_own_environment_and_is_masked_in_all_written(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.add_node(**NODE, resources={"vault": 1}, env_vars={"PACED_SECRET": SECRET})
+    cluster.wait_for_nodes()
+    assert "PACED_SECRET" not in os.environ  # the driver never holds it
+    spec = write_spec(tmp_path, 18950, 1, "vault")
+    data = json.loads(spec.read_text())
+    data["server"]["env"] = {"PACED_KEY": "${PACED_SECRET}"}
+    spec.write_text(json.dumps(data))
+    folder = bench(spec, cluster.address, tmp_path)
+    log = blocks.folders(folder)[0].read_log("base")
+    assert log is not None and "key: " in log  # the server had it, and said it
+    for path in folder.path.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert "${PACED_SECRET}" in (folder.path / "blocks" / "0" / "spec.yaml").read_text()
+
+
+def test_a_secret_written_in_the_spec_does_not_travel_and_no_folder_is_made(
+    tmp_path: Path,
+) -> None:
+    spec = write_spec(tmp_path, 18960, 1, "box")
+    data = json.loads(spec.read_text())
+    data["server"]["env"] = {"PACED_KEY": SECRET}
+    spec.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput) as refused:
+        command.prepare(spec, None, tmp_path / "runs", "auto")
+    assert "does not travel to a cluster's nodes" in str(refused.value.problems[0])
+    assert refused.value.problems[0].line is not None
+    assert not (tmp_path / "runs").exists()
+
+
+def test_nodes_of_different_accelerators_are_refused_before_any_block_starts(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    for kind in ("A100", "H200"):
+        cluster.add_node(**NODE, resources={"mixed": 1, f"accelerator_type:{kind}": 1})
+    cluster.wait_for_nodes()
+    run = command.prepare(write_spec(tmp_path, 18970, 2, "mixed"), None, tmp_path, cluster.address)
+    with pytest.raises(UsageError, match=r"differ in hardware .*A100.*H200"):
+        command.execute(run, cluster.address, None, lambda line: None)
+    assert all(not b.samples() for b in blocks.folders(run.folder))
+
+
+def test_blocks_on_different_hardware_are_refused_by_the_record(
+    three_blocks: RunFolder, tmp_path: Path
+) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(three_blocks.path, copy)
+    block = RunFolder(copy / "blocks" / "1")
+    meta = block.meta()
+    assert meta.hardware is not None
+    meta.hardware = meta.hardware.model_copy(update={"accelerator": "NVIDIA H100", "count": 1})
+    block.write_meta(meta)
+    with pytest.raises(Mismatch, match=r"different hardware.*block 1: NVIDIA H100"):
+        from_run(RunFolder(copy), "2026-12-03-unlike")
+    record, _ = from_run(RunFolder(copy), "2026-12-03-unlike", allow_mismatch=True)
+    assert record.machines[1].hardware is not None
+    assert record.machines[1].hardware.accelerator == "NVIDIA H100"

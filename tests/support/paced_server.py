@@ -131,7 +131,7 @@ class Switching:
 def main(argv: list[str]) -> None:
     """A paced server process for the `process` launcher: `MODEL --rate R --host H --port P`,
     R tokens/s at every load; the environment's `PACED_SLOWER="R=F"` multiplies the rate R by
-    F on this node (a machine slower in one arm). It exits when its parent process does."""
+    F on this node (a machine slower in one arm); it prints `PACED_KEY`, a secret, if set."""
     import os
 
     def last(option: str, default: str) -> str:
@@ -143,6 +143,8 @@ def main(argv: list[str]) -> None:
     if slower and float(slower) == rate:
         rate *= float(factor)
     print(f"paced server: {rate:g} tokens/s", flush=True)
+    if "PACED_KEY" in os.environ:  # what a server prints of its secret: the run keeps it masked
+        print(f"key: {os.environ['PACED_KEY']}", flush=True)
     server = PacedVllm(lambda setting, streams: rate, model=argv[0])
     web.run_app(
         server.app(), host=last("--host", "127.0.0.1"), port=int(last("--port", "8000")), print=None

@@ -45,7 +45,7 @@ def prepare(
         if ray is not None:
             blocks.check(experiment)
         attempts = folder.meta().attempts
-        suite = driver.check_inputs(experiment, folder.spec_path, folder)
+        suite = driver.check_inputs(experiment, folder.spec_path, folder, ray is not None)
         meta = folder.update_meta(status="running", attempts=attempts + 1)
         return Prepared(folder, experiment, suite, meta)
     assert spec_file is not None
@@ -54,7 +54,7 @@ def prepare(
     experiment = spec.load(spec_file)
     if ray is not None:
         blocks.check(experiment)
-    suite = driver.check_inputs(experiment, spec_file)  # before any folder exists
+    suite = driver.check_inputs(experiment, spec_file, None, ray is not None)  # no folder yet
     text = spec_file.read_text()
     folder = RunFolder.create(
         runs_root, experiment.id, text, driver.new_meta(experiment, spec_file)

@@ -271,14 +271,14 @@ def _key(sample: Sample) -> Key:
 
 
 def check_inputs(
-    spec: ExperimentSpec, path: Path, folder: RunFolder | None = None
+    spec: ExperimentSpec, path: Path, folder: RunFolder | None = None, on_nodes: bool = False
 ) -> dict[str, list[str]]:
     """Everything a run reads before it measures, checked before it writes a byte; the spec's
     prompts by class. The prompt suite (its own problems, or a run that would plan more
     requests than `spec.MAX_REQUESTS`, located in `path`, the spec), and on a resume
     (`folder`) its run.json (every window of its order an arm and a round of the spec) and its
-    samples; then the server's `${NAME}`s and masks (`launch.check_environment`). A spec or
-    folder that fails leaves no trace: no run folder, nothing changed."""
+    samples; then the server's `${NAME}`s and masks (`launch.check_environment`, `on_nodes`
+    for a cluster's blocks). A spec or folder that fails leaves no trace: nothing changed."""
     if folder is not None:
         rounds, levels = range(spec.workload.rounds), range(len(spec.loads))
         stored = folder.meta().order
@@ -298,7 +298,7 @@ def check_inputs(
     w = spec.workload
     suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
     check_requests(spec, suite, path)
-    check_environment(spec, path)
+    check_environment(spec, path, on_nodes)
     return suite
 
 

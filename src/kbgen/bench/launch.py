@@ -99,10 +99,12 @@ def resolve(value: str, environ: Mapping[str, str] | None = None) -> str:
     return _REFERENCE.sub(lookup, value)
 
 
-def check_environment(spec: ExperimentSpec, path: Path) -> None:
+def check_environment(spec: ExperimentSpec, path: Path, on_nodes: bool = False) -> None:
     """Refuse, before anything runs, a spec whose server cannot be started as it is written:
-    a `${NAME}` it references that is unset, or a secret masked in a run folder's copy.
-    InvalidInput, each problem at its line of `path`."""
+    a `${NAME}` it references that is unset, or a secret masked in a run folder's copy; for a
+    server started `on_nodes` of a cluster (whose `${NAME}`s are the nodes' to set), a secret
+    written in the spec at all: only references travel. InvalidInput, each problem at its line
+    of `path`."""
     server = spec.server
     values: dict[tuple[str | int, ...], str] = {("server", "url"): server.url}
     if isinstance(server, ProcessServer):
@@ -114,7 +116,14 @@ def check_environment(spec: ExperimentSpec, path: Path) -> None:
         values |= {("variants", name, "args", i): item for i, item in enumerate(variant.args)}
     problems = []
     for loc, item in values.items():
-        if redact.MASK in item:
+        if on_nodes:
+            if redact.text(item) == item:
+                continue
+            message = (
+                "a secret written in the spec does not travel to a cluster's nodes: set it in "
+                "their environment (where `ray start` runs) and write ${NAME} in its place"
+            )
+        elif redact.MASK in item:
             message = (
                 "masked in this copy of the spec, so a resume cannot restore it: put the secret "
                 "in an environment variable and write ${NAME} in its place, then resume"
