@@ -3,18 +3,22 @@ may send (the cluster itself: tests/bench/test_cluster.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from kbgen.bench import blocks, driver
+from kbgen.bench.launch import Launched, Waiting
 from kbgen.bench.run_models import VariantRun, Window
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import load
 from kbgen.errors import ClientFailed, ServerFailed, UsageError
-from kbgen.kb.models import Cost
+from kbgen.kb.models import Cost, Variant
 from kbgen.record import cost
 from tests.support.specs import small_spec
 
@@ -199,3 +203,38 @@ def test_a_block_on_a_worker_ray_started_niced_runs_at_full_priority_or_says_how
     monkeypatch.setattr(os, "setpriority", refused)
     with pytest.raises(UsageError, match="RAY_worker_niceness=0"):
         blocks._full_priority()
+
+
+class Slow:
+    """A launcher whose start takes a while and notes when it began and ended."""
+
+    def __init__(self, spans: list[tuple[str, float, float]], name: str) -> None:
+        self.spans, self.name = spans, name
+
+    async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
+        began = time.monotonic()
+        await asyncio.sleep(0.3)
+        self.spans.append((self.name, began, time.monotonic()))
+        return Launched("http://127.0.0.1:1", reused=True)
+
+    async def stop(self) -> None: ...
+
+    def alive(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_blocks_sharing_a_gpu_start_their_servers_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: bool
+) -> None:
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    spans: list[tuple[str, float, float]] = []
+
+    async def both() -> None:
+        one, two = (blocks.Tethered(Slow(spans, n), shared) for n in "ab")
+        variant = Variant()
+        await asyncio.gather(*(t.start("v", variant, tmp_path / "log", print) for t in (one, two)))
+
+    asyncio.run(both())
+    (_, _, a1), (_, b0, _) = sorted(spans, key=lambda s: s[1])
+    assert (b0 >= a1) is shared  # shared: the second began once the first had started

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -170,6 +171,7 @@ class Node:
     samples: bytes
     emit: Emit
     label: str | None = None
+    shared: bool = False  # blocks share this node's GPU (`cluster.num_gpus` < 1)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kbgen-block-")))
 
     def __post_init__(self) -> None:
@@ -194,7 +196,7 @@ class Node:
             self.folder.write_meta(meta)
             if isinstance(spec.server, ProcessServer):  # a lost attempt's server may be ending
                 _wait_free(spec.server.host, spec.server.port)
-            launcher = Tethered(launcher_for(spec.server))
+            launcher = Tethered(launcher_for(spec.server), self.shared)
             asyncio.run(driver.measure(spec, self.folder, driver.NoEvents(), launcher, suite, look))
         except KbgenError as exc:
             self.emit(("failed", type(exc).__name__, str(exc).encode()))
@@ -267,14 +269,27 @@ if there(lambda s: os.killpg(group, s)):
 
 class Tethered:
     """A launcher whose servers die with the process that started them: a node's worker that
-    is killed takes its server along, instead of leaving it holding the GPU and the port."""
+    is killed takes its server along, instead of leaving it holding the GPU and the port.
 
-    def __init__(self, inner: Launcher) -> None:
+    With `shared` (blocks that share a GPU), a start waits until no other block's server on
+    this GPU is starting: a vLLM that profiles its memory while another allocates counts the
+    other's memory as its own. The wait is not start-up time (it is measured inside)."""
+
+    def __init__(self, inner: Launcher, shared: bool = False) -> None:
         self.inner = inner
         self.watchers: list[subprocess.Popen[bytes]] = []
+        self.lock: Path | None = None
+        if shared:
+            gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "-")
+            self.lock = Path(tempfile.gettempdir()) / f"kbgen-gpu-{gpus}.start.lock"
 
     async def start(self, name: str, variant: Variant, log: Path, waiting: Waiting) -> Launched:
-        launched = await self.inner.start(name, variant, log, waiting)
+        if self.lock is None:
+            launched = await self.inner.start(name, variant, log, waiting)
+        else:
+            with self.lock.open("a") as held:
+                await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)  # released on close
+                launched = await self.inner.start(name, variant, log, waiting)
         if not launched.reused and launched.pid is not None:
             self.watchers.append(
                 subprocess.Popen(

@@ -91,11 +91,17 @@ class _Board:
 
 @ray.remote(max_retries=0, num_returns="streaming")  # kbgen reruns a lost block itself
 def _block(
-    spec_text: str, meta: bytes, samples: bytes, suite: dict[str, list[str]], board: Any
+    spec_text: str,
+    meta: bytes,
+    samples: bytes,
+    suite: dict[str, list[str]],
+    board: Any,
+    shared: bool,
 ) -> Iterator[list[blocks.Message]]:
     """One attempt of a block on this node: its messages, in batches, as they come."""
     out: queue.Queue[blocks.Message | None] = queue.Queue()
-    node = blocks.Node(spec_text, meta, samples, out.put, os.environ.get(LABEL_ENV))
+    label = os.environ.get(LABEL_ENV)
+    node = blocks.Node(spec_text, meta, samples, out.put, label, shared=shared)
 
     def look(round_: int) -> driver.Looked:
         out.put(("look", "", str(round_).encode()))
@@ -234,6 +240,7 @@ class _Driver:
             samples.read_bytes() if samples.exists() else b"",
             self.suite,
             self.board,
+            0 < (self.cluster.num_gpus or 0) < 1,
         )
         self.running[index] = generator
         variants = set(spec.variants)
