@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,8 +199,13 @@ class Node:
                 _wait_free(spec.server.host, spec.server.port)
             launcher = Tethered(launcher_for(spec.server), self.shared)
             asyncio.run(driver.measure(spec, self.folder, driver.NoEvents(), launcher, suite, look))
+            self.emit(("done", "", b""))
         except KbgenError as exc:
             self.emit(("failed", type(exc).__name__, str(exc).encode()))
+        except BaseException as exc:  # a bug, said as one where it happened, not lost with a thread
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            said = f"internal error: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+            self.emit(("failed", "ServerFailed", said.encode()))
         finally:
             for message in self.folder.logs():
                 self.emit(message)

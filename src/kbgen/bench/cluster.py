@@ -244,11 +244,13 @@ class _Driver:
         )
         self.running[index] = generator
         variants = set(spec.variants)
-        node = "?"
+        node, finished = "?", False
         try:
             for ref in generator:
                 for kind, name, data in ray.get(ref):
-                    if kind == "node":
+                    if kind == "done":
+                        finished = True
+                    elif kind == "node":
                         node = self.placed_on(index, name, data.decode() or None, attempt)
                     elif kind == "failed":
                         raise blocks.failure(name, f"block {index} on node {node}: {data.decode()}")
@@ -256,6 +258,11 @@ class _Driver:
                         self.looked(int(data))
                     else:
                         blocks.apply(folder, variants, (kind, name, data))
+            if not finished:
+                raise ServerFailed(
+                    f"block {index} on node {node} ended without finishing or saying why "
+                    "(the node's Ray worker log may)"
+                )
         except KbgenError:
             self.ended(index, "failed")
             raise
