@@ -198,6 +198,9 @@ class Node:
             if isinstance(spec.server, ProcessServer):  # a lost attempt's server may be ending
                 _wait_free(spec.server.host, spec.server.port)
             launcher = Tethered(launcher_for(spec.server), self.shared)
+            # asyncio's own loop: a Ray worker beside vLLM has uvloop's policy, whose loops'
+            # subprocesses know no `process_group` (the server's workers are stopped with it)
+            asyncio.set_event_loop_policy(None)
             asyncio.run(driver.measure(spec, self.folder, driver.NoEvents(), launcher, suite, look))
             self.emit(("done", "", b""))
         except KbgenError as exc:
