@@ -186,6 +186,8 @@ def test_the_cost_of_blocks_adds_up() -> None:
     assert both.server_minutes == 8.5 and both.startup_minutes == 3.0
     assert both.windows == both.planned_windows == 8
     assert json.loads(both.model_dump_json())["design"] == "fixed"
+    shared = cost.pooled([one, one], accelerators=1)  # two blocks on halves of one GPU
+    assert shared.accelerators == 1 and shared.accelerator_minutes == 8.5
 
 
 def test_a_block_on_a_worker_ray_started_niced_runs_at_full_priority_or_says_how(

@@ -3,27 +3,13 @@ benchmark of the Ray layer cannot rot (figures printed, not asserted)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "bench" / "perf" / "ray_blocks.py"
+from tests.support.perf import quick
 
 
 def test_ray_blocks_quick_times_blocks_on_one_node_and_on_two(tmp_path: Path) -> None:
-    out = tmp_path / "figures.json"
-    src = str(Path(__file__).parents[2] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-        env=env,
-    )
-    figures = json.loads(out.read_text())
+    figures = quick("ray_blocks.py", tmp_path)
     # 2 blocks x 2 arms x 2 loads x 2 rounds x 2 classes x 2 prompts, on each cluster
     assert figures["one_node"]["samples"] == figures["many_nodes"]["samples"] == 2 * 32
     assert figures["one_node"]["nodes"] == 1 and figures["many_nodes"]["nodes"] == 2

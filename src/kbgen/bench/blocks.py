@@ -150,7 +150,8 @@ class Mirror(RunFolder):
         return path
 
     def logs(self) -> list[Message]:
-        """The server logs' bytes written since the last call (the launcher writes them)."""
+        """The server logs' bytes written since the last call (the launcher writes them); one
+        thread calls it (the block's task), so no byte is sent twice."""
         out: list[Message] = []
         for log in sorted((self.path / "logs").glob("*.log")):
             variant = log.name.removesuffix(".log")
@@ -209,9 +210,6 @@ class Node:
             where = traceback.extract_tb(exc.__traceback__)[-1]
             said = f"internal error: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
             self.emit(("failed", "ServerFailed", said.encode()))
-        finally:
-            for message in self.folder.logs():
-                self.emit(message)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)

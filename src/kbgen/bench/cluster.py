@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ except ImportError as exc:  # pragma: no cover -- kbgen without its ray extra
     raise UsageError("--ray needs Ray: pip install 'kbgen[ray]'") from exc
 
 LABEL_ENV = "KBGEN_HOST_LABEL"  # a node's host label, set where its `ray start` runs
+LOG_EVERY_S = 1.0  # a block sends its server logs' new lines at most this often
 Say = Callable[[str], None]
 
 
@@ -47,8 +49,9 @@ def connect(address: str) -> None:
         raise ServerFailed(f"cannot reach the Ray cluster {address!r}: {exc}") from exc
 
 
-def hosts(cluster: ClusterSpec) -> list[dict[str, Any]]:
-    """The live nodes a block can run on; UsageError if there is none, or if they are of
+def check_hosts(cluster: ClusterSpec) -> None:
+    """UsageError unless some live node can run a block, and all that can are of one kind of
+    accelerator. Nodes of
     different kinds of accelerator: a pooled effect over different hardware answers no one
     question (pin one kind with `cluster.resources`, and run an experiment per kind)."""
     wanted = {**cluster.resources, "CPU": cluster.num_cpus, "GPU": cluster.num_gpus or 0}
@@ -72,7 +75,6 @@ def hosts(cluster: ClusterSpec) -> list[dict[str, Any]]:
             "one kind of machine only; pin one kind with cluster.resources and run an experiment "
             "per kind"
         )
-    return fit
 
 
 @ray.remote(num_cpus=0)
@@ -119,20 +121,20 @@ def _block(
 
     threading.Thread(target=measure, daemon=True).start()
     try:
-        done = False
+        done, logged = False, 0.0
         while not done:
             batch: list[blocks.Message] = []
             try:
-                first = out.get(timeout=1.0)
-                while True:
-                    if first is None:
-                        done = True
-                        break
-                    batch.append(first)
-                    first = out.get_nowait()
+                item = out.get(timeout=LOG_EVERY_S)
+                while item is not None:
+                    batch.append(item)
+                    item = out.get_nowait()
+                done = True
             except queue.Empty:
                 pass
-            batch += node.folder.logs() if not done else []
+            if done or time.monotonic() >= logged + LOG_EVERY_S:  # this thread alone reads them
+                batch += node.folder.logs()
+                logged = time.monotonic()
             if batch:
                 yield batch
     finally:
@@ -151,7 +153,7 @@ class _Driver:
         say: Say,
     ) -> None:
         assert spec.cluster is not None
-        self.spec, self.top, self.suite, self.say = spec, top, suite, say
+        self.top, self.suite, self.say = top, suite, say
         self.cluster = spec.cluster
         self.look = look if spec.workload.stop == "when-decided" else None
         self.lock = threading.Lock()  # the top run.json
@@ -202,7 +204,7 @@ class _Driver:
                 break
             attempt = folder.meta().attempts - 1
             try:
-                ended = self.attempt(index, folder, spec, attempt)
+                self.attempt(index, folder, spec, attempt)
             except ray.exceptions.TaskCancelledError:
                 self.ended(index, "cancelled")
                 if self.decided:
@@ -223,11 +225,13 @@ class _Driver:
                     ) from exc
                 self.say(f"block {index}: its node was lost; it runs again, from where it was")
                 continue
-            self.ended(index, ended)
+            self.ended(index, "complete")
             break
         driver.finish(spec, folder)
 
-    def attempt(self, index: int, folder: RunFolder, spec: ExperimentSpec, attempt: int) -> str:
+    def attempt(self, index: int, folder: RunFolder, spec: ExperimentSpec, attempt: int) -> None:
+        """One attempt of block `index` on whichever node Ray gives it, applied as it comes; a
+        node's error raised once its last messages (its server's last lines) are applied."""
         folder.close()
         samples = folder.path / "samples.jsonl"
         generator: Any = _block.options(
@@ -245,6 +249,7 @@ class _Driver:
         self.running[index] = generator
         variants = set(spec.variants)
         node, finished = "?", False
+        failed: KbgenError | None = None
         try:
             for ref in generator:
                 for kind, name, data in ray.get(ref):
@@ -253,11 +258,15 @@ class _Driver:
                     elif kind == "node":
                         node = self.placed_on(index, name, data.decode() or None, attempt)
                     elif kind == "failed":
-                        raise blocks.failure(name, f"block {index} on node {node}: {data.decode()}")
+                        failed = blocks.failure(
+                            name, f"block {index} on node {node}: {data.decode()}"
+                        )
                     elif kind == "look":
                         self.looked(int(data))
                     else:
                         blocks.apply(folder, variants, (kind, name, data))
+            if failed is not None:
+                raise failed
             if not finished:
                 raise ServerFailed(
                     f"block {index} on node {node} ended without finishing or saying why "
@@ -269,7 +278,6 @@ class _Driver:
         finally:
             folder.close()
             self.running.pop(index, None)
-        return "complete"
 
     def placements(self, index: int) -> list[Placement]:
         cluster = self.top.meta().cluster
@@ -286,9 +294,8 @@ class _Driver:
             block.placements = [*block.placements, new]  # assigned: run.json keeps what is set
             self.top.write_meta(meta)
         self.placed.add(index)
-        named = f"{node[:8]}" + (f" ({masked})" if masked else "")
-        self.say(f"block {index}: attempt {attempt + 1} on node {named}")
-        return named
+        self.say(f"block {index}: attempt {attempt + 1} on node {new.named}")
+        return new.named
 
     def ended(self, index: int, how: str) -> None:
         with self.lock:
@@ -333,7 +340,7 @@ def run(
     assert spec.cluster is not None
     connect(address)
     try:
-        hosts(spec.cluster)
+        check_hosts(spec.cluster)
         _Driver(spec, top, suite, look, say).all_blocks()
     finally:
         ray.shutdown()

@@ -104,6 +104,11 @@ class Placement(Model):
         description="How that attempt ended (`node-lost`: its node or worker died; it ran again)."
     )
 
+    @property
+    def named(self) -> str:
+        """The node as messages and records name it: its id's first 8 digits, and its label."""
+        return self.node[:8] + (f" ({self.label})" if self.label else "")
+
 
 class Block(Model):
     """One block of a run spread over a Ray cluster: its run folder and where it ran."""

@@ -9,6 +9,7 @@ sets is what it shows: fields left unset are not written (`write`).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from kbgen.bench.driver import Stored
 from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ExperimentSpec, recorded
+from kbgen.bench.spec import ClusterSpec, ExperimentSpec, recorded
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
@@ -194,7 +195,7 @@ def from_run(
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
         **figures.known(effective=effective or None, startup_s=startup_s or None),
-        cost=_cost(meta, metas, evidence, design is not None),
+        cost=_cost(meta, metas, evidence, design is not None, spec.cluster),
         **figures.known(machines=_machines(run, metas, evidence) or None),
     )
     return record, evidence
@@ -214,15 +215,26 @@ def _unlike(metas: list[RunMeta]) -> str:
     )
 
 
-def _cost(meta: RunMeta, metas: list[RunMeta], evidence: Evidence, stopping: bool) -> Cost:
-    """The run's cost; a run over several machines, its blocks' costs added up."""
+def _cost(
+    meta: RunMeta,
+    metas: list[RunMeta],
+    evidence: Evidence,
+    stopping: bool,
+    cluster: ClusterSpec | None,
+) -> Cost:
+    """The run's cost; a run over several machines, its blocks' costs added up, each block's
+    accelerator time by the GPUs it held (`cluster.num_gpus`)."""
     if not metas:
         return cost.cost_of(meta, evidence.samples, meta.hardware, stopping)
+    held = cluster.num_gpus if cluster is not None else None
     return cost.pooled(
         [
-            cost.cost_of(m, [s for s in evidence.samples if s.block == i], m.hardware, stopping)
+            cost.cost_of(
+                m, [s for s in evidence.samples if s.block == i], m.hardware, stopping, held
+            )
             for i, m in enumerate(metas)
-        ]
+        ],
+        math.ceil(len(metas) * held) if held else None,
     )
 
 
@@ -235,7 +247,7 @@ def _machines(run: RunFolder, metas: list[RunMeta], evidence: Evidence) -> list[
         Machine(
             block=i,
             **figures.known(hardware=m.hardware, software=m.software),
-            nodes=[p.node[:8] + (f" ({p.label})" if p.label else "") for p in b.placements],
+            nodes=[p.named for p in b.placements],
             requests=sum(1 for s in evidence.samples if s.block == i),
         )
         for i, (m, b) in enumerate(zip(metas, cluster.blocks, strict=True))

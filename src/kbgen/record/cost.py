@@ -6,6 +6,7 @@ counted as the driver makes them: a window whose arm differs from the one before
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
@@ -22,9 +23,15 @@ def starts(order: Sequence[tuple[int, str, int]]) -> int:
 
 
 def cost_of(
-    meta: RunMeta, samples: Sequence[Sample], hardware: Hardware | None, stopping: bool
+    meta: RunMeta,
+    samples: Sequence[Sample],
+    hardware: Hardware | None,
+    stopping: bool,
+    held: float | None = None,
 ) -> Cost:
-    """The run's cost; `stopping`: its spec stops when decided."""
+    """The run's cost; `stopping`: its spec stops when decided; `held`: the accelerators it
+    held where that is not the machine's count (a cluster's block: `cluster.num_gpus`, half a
+    GPU for two blocks on one)."""
     planned = steps(list(meta.order))
     ran = {
         (w.round or 0, name, w.level or 0) for name, v in meta.variants.items() for w in v.windows
@@ -33,7 +40,8 @@ def cost_of(
     startups = [x for v in meta.variants.values() for x in v.startup_s]
     ups = [x for v in meta.variants.values() for x in v.up_s]
     windows_s = [(w.end_ns - w.start_ns) / 1e9 for v in meta.variants.values() for w in v.windows]
-    count = hardware.count if hardware is not None and hardware.accelerator else None
+    count: float | None = hardware.count if hardware is not None and hardware.accelerator else None
+    count = held if count is not None and held else count
     server = sum(ups) / 60 if ups else None
     saved = None
     skipped_starts = max(0, starts(planned) - starts(done))  # a resume may start more
@@ -54,7 +62,7 @@ def cost_of(
             "starts": len(startups),
             "startup_minutes": round(sum(startups) / 60, 2),
             **({"server_minutes": round(server, 2)} if server is not None else {}),
-            **({"accelerators": count} if count else {}),
+            **({"accelerators": math.ceil(count)} if count else {}),
             **(
                 {"accelerator_minutes": round(server * count, 2)}
                 if server is not None and count
@@ -76,9 +84,10 @@ def cost_of(
     )
 
 
-def pooled(costs: Sequence[Cost]) -> Cost:
+def pooled(costs: Sequence[Cost], accelerators: int | None = None) -> Cost:
     """The cost of a run over several machines: its blocks' costs added up (starts, minutes,
-    windows, requests, tokens, what stopping saved; accelerators all blocks held)."""
+    windows, requests, tokens, what stopping saved); `accelerators`, those its blocks held
+    together (blocks sharing a GPU hold one), else each block's added up."""
     first = costs[0]
     summed: dict[str, Any] = first.model_dump(exclude_unset=True)
     for name in (
@@ -103,4 +112,6 @@ def pooled(costs: Sequence[Cost]) -> Cost:
     stops = [c.stopped for c in costs if c.stopped is not None]
     if stops:
         summed["stopped"] = max(stops, key=lambda s: s.round)
+    if accelerators is not None and "accelerators" in summed:
+        summed["accelerators"] = accelerators
     return Cost.model_validate(summed)
