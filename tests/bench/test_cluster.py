@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from kbgen.bench import blocks, command
+from kbgen.bench.launch import port_taken
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, Mismatch, ServerFailed, UsageError
@@ -271,6 +273,89 @@ def test_stopping_is_decided_centrally_over_the_blocks_and_ends_them_early(
     assert record.cost is not None and record.cost.saved is not None
     assert record.cost.windows < record.cost.planned_windows == 2 * 12
     assert record.verdict is not None and record.verdict.outcome == "supported"
+
+
+def test_a_local_cluster_and_a_head_on_loopback_keep_127_0_0_1(cluster: Cluster) -> None:
+    # a driver of its own, without the variable this module sets: Ray alone would swap
+    # 127.0.0.1 for this host's routable address, the head's included
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    code = (
+        "import sys, ray\n"
+        "from kbgen.bench import cluster\n"
+        "cluster.connect(sys.argv[1])\n"
+        "print(sorted({n['NodeManagerAddress'] for n in ray.nodes()}), "
+        "ray.util.get_node_ip_address())\n"
+    )
+    for address in ("local", cluster.address):
+        done = subprocess.run(
+            [PYTHON, "-c", code, address], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split("\n")[-2] == "['127.0.0.1'] 127.0.0.1", address
+
+
+def test_a_head_that_asks_for_a_token_is_named_as_such_and_joined_with_it(
+    tmp_path: Path,
+) -> None:
+    token = secrets.token_hex(32)
+    port = 26395  # outside the worker ports Ray takes (10002-19999)
+    head_env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    head = subprocess.Popen(
+        [PYTHON.parent / "ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+         f"--port={port}", "--include-dashboard=false", "--num-cpus=0"],
+        env=head_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    code = "import sys\nfrom kbgen.bench import cluster\ncluster.connect(sys.argv[1])\n"
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    try:
+        for _ in range(60):
+            if port_taken("127.0.0.1", port):
+                break
+            time.sleep(0.5)
+        refused = subprocess.run(
+            [PYTHON, "-c", code, f"127.0.0.1:{port}"],
+            env={**plain, "RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert f"cannot reach the Ray cluster '127.0.0.1:{port}': it asks for a token" in (
+            refused.stderr
+        )
+        assert token not in refused.stderr + refused.stdout
+        joined = subprocess.run(
+            [PYTHON, "-c", code, f"127.0.0.1:{port}"],
+            env={**plain, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert joined.returncode == 0, joined.stderr[-2000:]
+    finally:
+        head.terminate()  # `ray start --block` stops what it started
+        head.wait(60)
+
+
+def test_racing_is_decided_centrally_and_a_dropped_setting_stops_on_every_block(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # a sweep's two settings on every block: 300 tokens/s refuted at the first look that may
+    # decide, 525 at the minimum effect (undecided): only the first leaves, on both blocks
+    spec = write_spec(tmp_path, 18990, 2, "box", rounds=4, stop="when-decided")
+    data = json.loads(spec.read_text())
+    data["sweep"] = {"fast.args.--rate": [300, 525]}
+    spec.write_text(json.dumps(data))
+    folder = bench(spec, cluster.address, tmp_path)
+    meta = folder.meta()
+    slow = next(v for v in meta.dropped)
+    assert list(meta.dropped) == [slow] and "300" in slow
+    for part in blocks.folders(folder):
+        rounds: dict[str, set[int]] = collections.defaultdict(set)
+        for s in part.samples():
+            rounds[s.variant].add(s.round or 0)
+        assert rounds[slow] < rounds["base"] == {0, 1, 2, 3}  # left the race, on this block too
+        assert max(rounds[slow]) <= meta.dropped[slow].round
+    record, _ = from_run(folder, "2026-12-03-raced-over-nodes")
+    assert record.verdict is not None
+    cells = {c.variant: c.outcome for c in record.verdict.cells}
+    assert cells[slow] == "refuted"
 
 
 SECRET = "sk-live-4f9c2a7e1b3d5f6a8c0e2b4d6f8a1c3e"  # a key's shape: masked wherever it is seen

@@ -24,6 +24,7 @@ from kbgen.errors import KbgenError, ServerFailed, UsageError
 
 try:
     import ray
+    import ray._private.ray_constants
     import ray.exceptions
 except ImportError as exc:  # pragma: no cover -- kbgen without its ray extra
     raise UsageError("--ray needs Ray: pip install 'kbgen[ray]'") from exc
@@ -36,17 +37,32 @@ Say = Callable[[str], None]
 def connect(address: str) -> None:
     """Join (or, for `local`, start) the cluster `address` names: `local`, `auto` (the one
     `RAY_ADDRESS` or `ray start` names), `ray://HOST:PORT`, or a head's HOST:PORT. A local
-    cluster listens on 127.0.0.1 only and starts no dashboard."""
+    cluster, or a head on 127.0.0.1, stays on 127.0.0.1 (no dashboard for a local one)."""
     options: dict[str, Any] = {"log_to_driver": False}
+    if address == "local" or address.split(":")[0] in ("127.0.0.1", "localhost"):
+        # Ray on Linux swaps a loopback address for this host's routable one, the head's
+        # included; its macOS rule keeps loopback (the constant its environment variable
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 sets, read when Ray is imported: too early here)
+        ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+        options["_node_ip_address"] = "127.0.0.1"
     if address == "local":
         os.environ.setdefault("RAY_worker_niceness", "0")  # its workers at full priority
-        options |= {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
-    elif address.split(":")[0] in ("127.0.0.1", "localhost"):
-        options["_node_ip_address"] = "127.0.0.1"
+        options["include_dashboard"] = False
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise ServerFailed(f"cannot reach the Ray cluster {address!r}: {exc}") from exc
+        why = str(exc)
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, ray.exceptions.AuthenticationError) or (
+                "InvalidAuthToken" in str(cause)  # Ray words it into a RuntimeError's message
+            ):
+                why = (
+                    "it asks for a token (Ray's token authentication): set RAY_AUTH_MODE=token, "
+                    "with the head's token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+                )
+            cause = cause.__cause__
+        raise ServerFailed(f"cannot reach the Ray cluster {address!r}: {why}") from exc
 
 
 def check_hosts(cluster: ClusterSpec) -> None:
