@@ -21,15 +21,21 @@ PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platf
 mkdir -p "$WORK/wheels" "$WORK/model"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-grep -hv '^#' "$HERE/wheels.txt" "$HERE/kbgen-wheels.txt" | grep . | while read -r pin; do
-    want="$(echo "$pin" | sed 's/==/-/' | tr 'A-Z.-' 'a-z__')_"  # name-version, as wheels spell it
-    have() { ls "$WORK/wheels" | tr 'A-Z.-' 'a-z__' | grep "^$want" > /dev/null; }  # not -q: pipefail
-    if have; then continue; fi
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-        --implementation cp "${PLATFORMS[@]}" -d "$WORK/wheels" "$pin" 2>&1 \
-        | { grep -v "^WARNING: Location" || true; }
-    have || { echo "no wheel for $pin" >&2; exit 1; }
-done
+fetch() {  # fetch DIR LIST...: every pinned wheel of the lists into DIR
+    dir="$1"; shift
+    mkdir -p "$dir"
+    grep -hv '^#' "$@" | grep . | while read -r pin; do
+        want="$(echo "$pin" | sed 's/==/-/' | tr 'A-Z.-' 'a-z__')_"  # name-version, as wheels spell it
+        have() { ls "$dir" | tr 'A-Z.-' 'a-z__' | grep "^$want" > /dev/null; }  # not -q: pipefail
+        if have; then continue; fi
+        python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+            --implementation cp "${PLATFORMS[@]}" -d "$dir" "$pin" 2>&1 \
+            | { grep -v "^WARNING: Location" || true; }
+        have || { echo "no wheel for $pin" >&2; exit 1; }
+    done
+}
+fetch "$WORK/wheels" "$HERE/wheels.txt" "$HERE/kbgen-wheels.txt"
+fetch "$WORK/train-wheels" "$HERE/train-wheels.txt"  # `run.sh draft` only (bench/gpu/eagle3/)
 
 # vLLM: drop the kernels the H200 and a dense model never load (303.7 → ~111 MB)
 wheel="$(ls "$WORK"/wheels/vllm-0.26.0-*.whl)"
@@ -48,5 +54,5 @@ fi
 cp "$ROOT/bench/vllm/convert_smollm2.py" "$WORK/model/"
 
 rm -f "$OUT"/carry.tar.part-*
-tar -C "$WORK" -cf - wheels model | split -b "$PIECE" - "$OUT/carry.tar.part-"
+tar -C "$WORK" -cf - wheels model train-wheels | split -b "$PIECE" - "$OUT/carry.tar.part-"
 ls -l "$OUT"/carry.tar.part-*

@@ -17,7 +17,7 @@ import pytest
 from kbgen import __version__
 from kbgen.bench import driver, provenance
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
-from kbgen.kb.models import KbgenBuild, Software
+from kbgen.kb.models import Draft, KbgenBuild, Software, Variant
 from tests.conftest import REPO
 from tests.support.git import commit, git
 from tests.support.specs import small_spec
@@ -440,3 +440,36 @@ def test_another_work_tree_of_kbgen_s_repository_is_not_its_checkout(
         provenance.git_sha(tmp_path / "specs" / "spec.yaml")
         != provenance.kbgen_build(package, path=[]).commit
     )
+
+
+def test_a_draft_folder_is_named_by_its_files_checksums_and_a_hub_name_by_itself(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"speculators_model_type": "eagle3"}')
+    (folder / "model.safetensors").write_bytes(b"\x00" * 1000)
+    (folder / "sub").mkdir()  # not a file of the draft's: left out
+    eagle3 = {"method": "eagle3", "num_speculative_tokens": 3}
+    found = provenance.draft(Variant(speculative_config={**eagle3, "model": str(folder)}))
+    listing = "".join(
+        f"{p.name}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n"
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    )
+    assert found == Draft(
+        path=str(folder), sha256=hashlib.sha256(listing.encode()).hexdigest(), bytes=1036
+    )
+    (folder / "model.safetensors").write_bytes(b"\x01" * 1000)  # other weights, another path
+    moved = folder.rename(tmp_path / "other")
+    again = provenance.draft(Variant(speculative_config={**eagle3, "model": str(moved)}))
+    assert again is not None and again.sha256 != found.sha256 and again.bytes == 1036
+    one = tmp_path / "draft.safetensors"
+    one.write_bytes(b"weights")
+    single = provenance.draft(Variant(speculative_config={**eagle3, "model": str(one)}))
+    assert single == Draft(path=str(one), sha256=hashlib.sha256(b"weights").hexdigest(), bytes=7)
+    hub = provenance.draft(Variant(speculative_config={**eagle3, "model": "org/eagle3-head"}))
+    assert hub == Draft(path="org/eagle3-head")
+    ngram = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    assert provenance.draft(Variant(speculative_config=ngram)) is None
+    assert provenance.draft(Variant()) is None

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kbgen.bench import driver as bench
+from kbgen.bench import provenance
 from kbgen.bench import spec as specs
 from kbgen.bench.runs import RunFolder
 from kbgen.errors import InvalidInput
@@ -226,3 +227,24 @@ def test_racing_drops_a_setting_worse_than_the_current_best(tmp_path: Path) -> N
     record = recorded(tmp_path, folder)
     assert record.verdict.best[0].variant == "ngram-k3"
     assert set(record.cost.left) == {"ngram-k1", "ngram-k5"}
+
+
+def test_a_draft_model_s_weights_are_named_in_the_record_and_on_its_page(tmp_path: Path) -> None:
+    from kbgen.site import render
+
+    draft = tmp_path / "eagle3-draft"
+    draft.mkdir()
+    (draft / "config.json").write_text("{}")
+    (draft / "model.safetensors").write_bytes(b"weights")
+    eagle3 = {"method": "eagle3", "model": str(draft), "num_speculative_tokens": 3}
+    data = spec_data(tmp_path, {"eagle3": {"speculative_config": eagle3}})
+    folder, _ = run(tmp_path, data, {"baseline": 1.0, "eagle3": 2.0})
+    expected = provenance.draft(specs.load(tmp_path / "spec.yaml").variants["eagle3"])
+    assert expected is not None and expected.sha256 is not None
+    assert folder.meta().variants["eagle3"].draft == expected
+    assert folder.meta().variants["baseline"].draft is None
+    record = recorded(tmp_path, folder)
+    assert record.drafts == {"eagle3": expected}
+    page = render.record_pages(render.environment(None), record, "records/stopping.yaml", {})
+    text = "\n".join(page.values())
+    assert f"| eagle3 | `{draft}` | `{expected.sha256[:16]}`… |" in text

@@ -410,7 +410,6 @@ class _Run:
                     senders.Processes(launched.url, self.timeouts, processes)
                 )
             served = await client.served_model()
-            model = served.id
             earlier = self.folder.meta().variants.get(name)
             startups = [*(earlier.startup_s if earlier else [])]
             ups = [*(earlier.up_s if earlier else [])]
@@ -424,8 +423,9 @@ class _Run:
                 env=launched.env,
                 reused_server=launched.reused,
                 engine_version=await client.engine_version(),
-                model=model,
+                model=served.id,
                 max_model_len=served.max_model_len,
+                draft=provenance.draft(self.spec.variants[name]),
                 windows=earlier.windows if earlier else [],
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
                 **({"up_s": ups} if ups else {}),
@@ -437,13 +437,13 @@ class _Run:
             self.events.variant_started(name, len(todo), launched)
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))
-            await self.warm_up(client, sender, name, model, workload)
+            await self.warm_up(client, sender, name, served.id, workload)
             window = len(info.windows)
             self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
             sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
             failure, client_died = await self.measure(
-                client, sender, name, model, todo, workload, round_
+                client, sender, name, served.id, todo, workload, round_
             )
             end_ns = time.perf_counter_ns()
             load = sampler.stop()

@@ -7,6 +7,7 @@ pure functions of the probes' output (docs/design.md, "What a run measured on").
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from kbgen.bench.launch import resolve
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
 from kbgen.errors import KbgenError, UsageError
 from kbgen.kb import files, git
-from kbgen.kb.models import Hardware, KbgenBuild, Software
+from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
 
 GPU_QUERY = [
     "nvidia-smi",
@@ -170,6 +171,32 @@ def software(spec: ExperimentSpec, driver: str | None = None) -> Software:
         if printed is not None:
             found["python"], found["torch"], found["cuda"] = versions(printed)
     return Software(**{k: v for k, v in found.items() if v is not None})
+
+
+def draft(variant: Variant) -> Draft | None:
+    """The draft model of `variant`'s own (an EAGLE-3 head, a small LM): its path and, where
+    the path is local, the sha256 and size of its weights (once per path and process: a sweep's
+    settings share one draft). None for a variant without one."""
+    model = getattr(variant.speculative_config, "model", None)
+    return None if model is None else _draft(model)
+
+
+@functools.cache
+def _draft(model: str) -> Draft:
+    path = Path(model)
+    if path.is_file():
+        return Draft(path=model, sha256=_sha256(path), bytes=path.stat().st_size)
+    if not path.is_dir():
+        return Draft(path=model)  # a hub name, or not on this machine
+    found = sorted(p for p in path.iterdir() if p.is_file())
+    listing = "".join(f"{p.name}\0{_sha256(p)}\n" for p in found)
+    digest = hashlib.sha256(listing.encode()).hexdigest()
+    return Draft(path=model, sha256=digest, bytes=sum(p.stat().st_size for p in found))
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def suite(prompts_path: Path, spec_path: Path | None) -> tuple[str, str | None]:

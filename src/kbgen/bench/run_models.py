@@ -12,7 +12,7 @@ from pydantic import Field
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
-from kbgen.kb.models import EffectiveSettings, Hardware, KbgenBuild, Model, Software
+from kbgen.kb.models import Draft, EffectiveSettings, Hardware, KbgenBuild, Model, Software
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -71,6 +71,9 @@ class VariantRun(Model):
         default_factory=list,
         description="Seconds from launching each server (one per `startup_s`) until the end of "
         "the last window it served: what it cost (absent: none measured).",
+    )
+    draft: Draft | None = Field(
+        default=None, description="Its draft model's weights, where it has one of its own."
     )
 
 

@@ -1156,6 +1156,19 @@ class EffectiveSettings(Model):
     )
 
 
+class Draft(Model):
+    """The weights of a variant's own draft model (EAGLE-3, a small LM, ...), as found where its
+    server started: which files the speculation ran, so a re-run can check it has the same."""
+
+    path: str = Field(description="The speculative config's `model`, as the spec gives it.")
+    sha256: str | None = Field(
+        default=None,
+        description="sha256 of a local file, or of a local folder's regular files (each file's "
+        "name and sha256, in name order); None: not a local path (a hub name).",
+    )
+    bytes: Int | None = Field(default=None, ge=0, description="Their size (None: not local).")
+
+
 class Saved(Model):
     """What a stopped or raced run did not spend, against its fixed design."""
 
@@ -1361,6 +1374,10 @@ class Record(Model):
         "one per launch (a server reused from the arm before is no launch).",
         examples=[{"baseline": [81.4, 79.9], "ngram": [92.0]}],
     )
+    drafts: dict[VariantName, Draft] = Field(
+        default_factory=dict,
+        description="Each variant with a draft model of its own: the draft's path and checksum.",
+    )
     raw_samples: RawSamples | None = Field(default=None, description="The samples behind it.")
     cost: Cost | None = Field(
         default=None,
@@ -1394,7 +1411,7 @@ class Record(Model):
                 errors.append((("supersedes", i), "a record cannot supersede itself"))
         if self.config is not None:
             variants = self.config.variants
-            for section in ("measurements", "spec_decode", "effective", "startup_s"):
+            for section in ("measurements", "spec_decode", "effective", "startup_s", "drafts"):
                 for name in getattr(self, section):
                     if name not in variants:
                         errors.append(((section, name), f"{name!r} is not a variant in config"))

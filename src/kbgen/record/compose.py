@@ -130,6 +130,7 @@ def from_run(
         for v in order
         if meta.variants[v].startup_s
     }
+    drafts = {v: d for v in order if (d := meta.variants[v].draft) is not None}
     first = meta.variants[spec.baseline]
     workload = spec.workload
     design = Design(workload.rounds) if workload.stop == "when-decided" else None
@@ -194,7 +195,9 @@ def from_run(
             ),
         ),
         raw_samples=RawSamples(path=f"{record_id}{SAMPLES_SUFFIX}"),
-        **figures.known(effective=effective or None, startup_s=startup_s or None),
+        **figures.known(
+            effective=effective or None, startup_s=startup_s or None, drafts=drafts or None
+        ),
         cost=_cost(meta, metas, evidence, design is not None, spec.cluster),
         **figures.known(machines=_machines(run, metas, evidence) or None),
     )

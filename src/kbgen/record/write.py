@@ -31,6 +31,7 @@ REPLACED = (
     "spec_decode",
     "effective",
     "startup_s",
+    "drafts",
     "verdict",
     "raw_samples",
     "unknown",
