@@ -83,45 +83,49 @@ agreement)
     exit "${status:-0}" ;;
 draft)
     out="$2" prep=/tmp/eagle3/prep ckpt=/tmp/eagle3/ckpt model="$MODELS/smollm2-135m-instruct"
-    mkdir -p "$out" /tmp/eagle3
+    mkdir -p "$out/draft-logs" /tmp/eagle3
+    # the logs in one file, whatever happens (at most 8 files come back from the machine)
+    trap 'tar -C "$out" -czf "$out/draft-logs.tar.gz" draft-logs && rm -r "$out/draft-logs"' EXIT
     # speculators' wheels the image and /tmp/site lack (pandas, pyarrow … may be there already)
     for w in "$CARRY"/train-wheels/*.whl; do
         name="$(basename "$w" | cut -d- -f1)"
         python3 -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$name" 2>/dev/null \
             || echo "$w"
     done > /tmp/eagle3/missing.txt
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-        $(cat /tmp/eagle3/missing.txt)
-    sed 's|.*/||' /tmp/eagle3/missing.txt > "$out/installed-wheels.txt"
-    python3 -c "import speculators, datasets; print('speculators', speculators.__version__)"
+    [ -s /tmp/eagle3/missing.txt ] && python3 -m pip install -q --no-index --no-deps --no-compile \
+        --no-cache-dir --target "$SITE" $(cat /tmp/eagle3/missing.txt)
+    sed 's|.*/||' /tmp/eagle3/missing.txt > "$out/draft-logs/installed-wheels.txt"
+    python3 -c "import speculators, datasets, importlib.metadata as m; print('speculators', m.version('speculators'))"
     took "speculators installed"
-    describe "$out/draft"
+    describe "$out/draft-logs/machine"
     python3 "$HERE/eagle3/prompts.py" /tmp/eagle3/prompts.jsonl
     VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=0 \
         python3 "$HERE/eagle3/collect.py" "$model" /tmp/eagle3/prompts.jsonl /tmp/eagle3 \
-        > "$out/collect.log" 2>&1 || { tail -40 "$out/collect.log"; exit 1; }
+        > "$out/draft-logs/collect.log" 2>&1 || { tail -40 "$out/draft-logs/collect.log"; exit 1; }
     cp /tmp/eagle3/collect.json "$out/"
     took "collected"
     python3 -m speculators prepare-data --model "$model" --data /tmp/eagle3/rows.jsonl \
         --output "$prep" --seq-length 2048 --no-skip-token-freq --seed 0 \
-        > "$out/prepare.log" 2>&1 || { tail -40 "$out/prepare.log"; exit 1; }
+        > "$out/draft-logs/prepare.log" 2>&1 || { tail -40 "$out/draft-logs/prepare.log"; exit 1; }
     took "prepared"
-    python3 "$HERE/eagle3/hidden_states.py" "$model" "$prep" > "$out/hidden_states.log" 2>&1 \
-        || { tail -40 "$out/hidden_states.log"; exit 1; }
+    python3 "$HERE/eagle3/hidden_states.py" "$model" "$prep" > "$out/draft-logs/hidden_states.log" 2>&1 \
+        || { tail -40 "$out/draft-logs/hidden_states.log"; exit 1; }
     cp "$prep/hidden_states.json" "$out/"
     took "hidden states"
-    # TRAIN_LIMIT_S: the epochs saved by then are what there is (a checkpoint per epoch)
+    # TRAIN_LIMIT_S: the epochs saved by then are what there is (a checkpoint per epoch);
+    # --loss-implementation eager: the fused Triton loss fails under torch 2.11's dynamo
+    # ("ListVariable(length=21) is already tracked for mutation", speculators 0.9.0)
     timeout --signal=INT --kill-after=30 "${TRAIN_LIMIT_S:-330}" \
         python3 -m speculators.train --verifier-name-or-path "$model" --data-path "$prep" \
         --hidden-states-path "$prep/hidden_states" --on-missing raise --save-path "$ckpt" \
-        --no-resume-from-checkpoint --draft-vocab-size 8192 --epochs "${TRAIN_EPOCHS:-5}" \
+        --no-resume-from-checkpoint --draft-vocab-size 8192 --epochs "${TRAIN_EPOCHS:-3}" \
         --lr 3e-4 --total-seq-len 8192 --num-workers 4 --log-freq 10 --seed 0 \
-        > "$out/train.log" 2>&1 || status=$?
+        --loss-implementation eager > "$out/draft-logs/train.log" 2>&1 || status=$?
     took "trained (exit ${status:-0})"
     best="$ckpt/checkpoint_best"; [ -e "$best" ] || best="$(ls -d "$ckpt"/*/ | sort -V | tail -1)"
     python3 "$HERE/eagle3/strip.py" "$best" /tmp/draft
     cp /tmp/draft/draft.json /tmp/draft/config.json "$out/"
-    for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/val_metrics.$(basename "$d").json"; done
+    for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/draft-logs/val_metrics.$(basename "$d").json" || true; done
     split -b 15M /tmp/draft/model.safetensors "$out/draft.safetensors.part-"
     took "draft in /tmp/draft" ;;
 *)

@@ -173,3 +173,49 @@ def test_literals_become_what_a_record_keeps() -> None:
 )
 def test_which_warnings_are_a_choice_of_the_engine(warning: str, setting: str | None) -> None:
     assert effective.explains_behaviour(warning) == setting
+
+
+def test_a_draft_model_s_start_up_is_read_from_a_real_h200_log() -> None:
+    """EAGLE-3 on vLLM 0.26 (one H200): the draft's own weights load after the target's
+    ("Loading drafter model..."), and both models' memory is one figure."""
+    found = effective.of_lines(logline.lines((LOGS / "h200-0.26-eagle3.log").read_text()))
+    assert found is not None and len(found.startup) == 1
+    assert found.startup[0] == {
+        "weights_s": 0.08,
+        "draft_weights_s": 0.01,
+        "model_memory_gib": 0.27,
+        "model_load_s": 0.583085,
+        "compile_s": 19.26,
+        "kv_cache_gib": 67.58,
+        "graph_capture_s": 5.0,
+        "graph_memory_gib": 0.38,
+        "engine_init_s": 46.75,
+    }
+    assert "eagle3" in found.config["speculative_config"]
+
+
+def test_each_launch_has_its_own_start_up_and_a_warm_compile_cache_shows() -> None:
+    """The H200 baseline launched twice: the second compiled from the cache (18.93 s, then
+    3.50 s); n-gram loads no draft weights although vLLM says it loads a drafter."""
+    base = effective.of_lines(logline.lines((LOGS / "h200-0.26-baseline.log").read_text()))
+    assert base is not None
+    assert [s["compile_s"] for s in base.startup] == [18.93, 3.5]
+    assert [s["engine_init_s"] for s in base.startup] == [42.56, 28.73]
+    assert all("draft_weights_s" not in s for s in base.startup)
+    ngram = effective.of_lines(logline.lines((LOGS / "h200-0.26-pinned-ngram.log").read_text()))
+    assert (
+        ngram is not None
+        and "Loading drafter model..." in (LOGS / "h200-0.26-pinned-ngram.log").read_text()
+    )
+    assert ngram.startup == [
+        {
+            "weights_s": 0.09,
+            "model_memory_gib": 0.25,
+            "model_load_s": 0.615868,
+            "compile_s": 3.46,
+            "kv_cache_gib": 67.65,
+            "graph_capture_s": 4.0,
+            "graph_memory_gib": 0.33,
+            "engine_init_s": 13.35,
+        }
+    ]

@@ -393,3 +393,21 @@ def test_the_h200_windows_add_up_to_its_record_s_speculative_decoding_counts() -
     accepted = sum(s.accepted_tokens for s in specs)
     drafted = sum(s.draft_tokens for s in specs)
     assert accepted / drafted == pytest.approx(said["acceptance_rate"], abs=1e-5)
+
+
+def test_a_learned_draft_s_acceptance_falls_by_position_on_a_real_h200() -> None:
+    """EAGLE-3 (3 speculative tokens, the draft `run.sh draft` trained) on vLLM 0.26, one H200:
+    the scrape of a fresh server after four requests of 128 tokens (EOS ignored), counted from
+    its start. Every drafted position is counted, and acceptance falls from the first."""
+    fresh = metrics.window(metrics.parse(""), metrics.parse(_text("h200-eagle3-metrics.txt")))
+    spec = fresh.spec_decode
+    assert spec is not None
+    assert spec.draft_tokens == 3 * spec.drafts == 1050
+    assert spec.accepted_per_position == [110, 36, 15]
+    assert sum(spec.accepted_per_position) == spec.accepted_tokens
+    assert spec.per_position_acceptance is not None
+    first, second, third = spec.per_position_acceptance
+    assert first == pytest.approx(110 / 350) and first > second > third
+    assert spec.mean_acceptance_length == pytest.approx(1 + 161 / 350)
+    assert fresh.generation_tokens == 4 * 128
+    assert fresh.requests_finished["length"] == 4

@@ -539,3 +539,21 @@ def test_the_page_states_the_cost_and_the_index_sums_it(kb_dir: Path, site: Site
         "summed over the 1 measured record that states its cost: 3 server starts, "
         "4.91 server-minutes, 9.82 accelerator-minutes." in pages["records/index.md"]
     )
+
+
+def test_a_server_s_start_up_phases_are_on_its_record_page_launch_by_launch() -> None:
+    from kbgen.bench import effective, logline
+    from tests.support.records import load_record
+
+    record = load_record(REPO / "records" / "2026-12-01-ngram-vs-baseline-h200-c1-pinned.yaml")
+    logs = REPO / "tests" / "fixtures" / "vllm-logs"
+    read = effective.of_lines(logline.lines((logs / "h200-0.26-baseline.log").read_text()))
+    assert read is not None
+    record.effective["baseline"] = record.effective["baseline"].model_copy(
+        update={"startup": read.startup}
+    )
+    page = "\n".join(render.record_pages(render.environment(None), record, "r.yaml", {}).values())
+    row = next(line for line in page.splitlines() if line.startswith("| baseline | "))
+    first, second = row.split(" | ")[2].split("; ")
+    assert "torch.compile 18.9 s" in first and "torch.compile 3.5 s" in second
+    assert "models 0.26 GiB" in first and "engine init 28.7 s" in second

@@ -41,6 +41,24 @@ _BEHAVIOUR: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(r"^Using V2 Model Runner"), "model_runner", "V2"),
     (re.compile(r"using the V1 model runner instead", re.I), "model_runner", "V1"),
 ]
+# a start-up phase's figures: (pattern, {group: phase}); the weights of a model that follows
+# "Loading drafter model..." are the draft's
+_STARTUP: list[tuple[re.Pattern[str], dict[str, str]]] = [
+    (re.compile(r"^Loading weights took (?P<s>[\d.]+) seconds"), {"s": "weights_s"}),
+    (
+        re.compile(r"^Model loading took (?P<gib>[\d.]+) GiB(?: memory)? and (?P<s>[\d.]+) sec"),
+        {"gib": "model_memory_gib", "s": "model_load_s"},
+    ),
+    (re.compile(r"^torch\.compile took (?P<s>[\d.]+) s in total"), {"s": "compile_s"}),
+    (
+        re.compile(r"^Graph capturing finished in (?P<s>[\d.]+) secs?, took (?P<gib>[\d.]+) GiB"),
+        {"s": "graph_capture_s", "gib": "graph_memory_gib"},
+    ),
+    (re.compile(r"^Available KV cache memory: (?P<gib>[\d.]+) GiB"), {"gib": "kv_cache_gib"}),
+    (re.compile(r"^Auto set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache"), {"gib": "kv_cache_gib"}),
+    (re.compile(r"^init engine \(.*\) took (?P<s>[\d.]+) s"), {"s": "engine_init_s"}),
+]
+_DRAFTER = "Loading drafter model"
 _CHANGES = re.compile(
     r"not (?:yet )?supported|does not (?:yet )?support|not compatible|\bdisabl(?:e|ed|es|ing)\b"
     r"|fall(?:s|ing)? ?back|fallback|\binstead\b|\bignored\b|\boverrid(?:e|es|den|ing)\b",
@@ -55,8 +73,14 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     config: dict[str, str] = {}
     behaviour: dict[str, str] = {}
     warnings: list[str] = []
+    startup: list[dict[str, float]] = []
+    drafter = False
     for line in lines:
         message = line.message.strip()
+        if line.launch or not startup:
+            startup.append({})  # a launch's phases (a log without the launch line: one)
+            drafter = False
+        drafter = _phase(message, startup[-1], drafter)
         if message.startswith(NON_DEFAULT):
             args.update(_args(message[len(NON_DEFAULT) :]))
         elif found := _CONFIG.search(message):
@@ -70,9 +94,29 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     for name in _IDENTITY:
         args.pop(name, None)
         config.pop(name, None)
-    if not (args or config or behaviour or warnings):
+    startup = [phases for phases in startup if phases]
+    if not (args or config or behaviour or warnings or startup):
         return None
-    return EffectiveSettings(args=args, config=config, behaviour=behaviour, warnings=warnings)
+    return EffectiveSettings(
+        args=args, config=config, behaviour=behaviour, startup=startup, warnings=warnings
+    )
+
+
+def _phase(message: str, phases: dict[str, float], drafter: bool) -> bool:
+    """Add the start-up figure `message` gives, if any, to its launch's `phases` (the first
+    of each: a phase every worker logs counts once); whether the next weights loaded are a
+    draft model's (`drafter`: they follow vLLM's "Loading drafter model...")."""
+    if message.startswith(_DRAFTER):
+        return True
+    for pattern, names in _STARTUP:
+        if found := pattern.search(message):
+            for group, name in names.items():
+                if name == "weights_s" and drafter:
+                    phases["draft_weights_s"] = float(found.group(group))
+                    return False
+                phases.setdefault(name, float(found.group(group)))
+            return drafter
+    return drafter
 
 
 def explains_behaviour(warning: str) -> str | None:

@@ -1143,6 +1143,15 @@ class EffectiveSettings(Model):
         "(enabled, disabled) and `model_runner` (V1, V2); absent when it did not say.",
         examples=[{"async_scheduling": "disabled", "model_runner": "V1"}],
     )
+    startup: list[dict[str, NonNegative]] = Field(
+        default_factory=list,
+        description="Each launch's start-up as its log told it, in launch order: `weights_s` "
+        "(the target's weights), `draft_weights_s` (a draft model's own), `model_load_s` and "
+        "`model_memory_gib` (both models loaded), `compile_s` (torch.compile), "
+        "`graph_capture_s` and `graph_memory_gib` (CUDA graphs), `kv_cache_gib` and "
+        "`engine_init_s` (profiling, KV cache and warm-up); a phase it did not log is absent.",
+        examples=[[{"weights_s": 0.08, "draft_weights_s": 0.01, "compile_s": 19.26}]],
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="Its warnings that change behaviour (something not supported, disabled, "

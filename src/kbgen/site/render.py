@@ -306,7 +306,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         ruled_out=ruled_out,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
-    env.globals.update(units=METRIC_UNITS)
+    env.globals.update(units=METRIC_UNITS, STARTUP_WORDS=STARTUP_WORDS)
     return env
 
 
@@ -394,6 +394,18 @@ def record_pages(
     return out
 
 
+# a server's start-up phases (`EffectiveSettings.startup`), as the page names them
+STARTUP_WORDS = {
+    "weights_s": "weights",
+    "draft_weights_s": "draft's weights",
+    "model_load_s": "models loaded",
+    "model_memory_gib": "models",
+    "compile_s": "torch.compile",
+    "graph_capture_s": "CUDA graphs",
+    "graph_memory_gib": "CUDA graphs",
+    "kv_cache_gib": "KV cache",
+    "engine_init_s": "engine init",
+}
 SECTIONS = {"warnings": "record-warnings.md.j2", "replications": "record-replications.md.j2"}
 
 
