@@ -167,6 +167,21 @@ VALID = {"records/ngram-test.yaml": RECORD, "records/plans/next-steps.yaml": PLA
 STATUS = r"records/ngram-test\.yaml:5: status: Input should be 'planned', "
 BAD_SPEC = {"spec.yaml": "schema_version: 1\nid: x\n"}
 
+PROMPTS = "".join(f'{{"class": "coding", "prompt": "p{i}"}}\n' for i in range(8))
+EAGLE3_SPEC = """schema_version: 1
+id: eagle3
+title: a draft that is not there
+hypothesis: {statement: s, primary_metric: decode_tok_s, direction: increase, minimum_effect: 0.05}
+server: {launcher: process, command: [python3, -m, vllm.entrypoints.cli.main, serve], model: m}
+baseline: baseline
+variants:
+  baseline: {}
+  eagle3:
+    speculative_config: {method: eagle3, model: ./no-draft, num_speculative_tokens: 3}
+workload: {prompts: prompts.jsonl, classes: [coding]}
+"""
+MISSING_DRAFT = {"spec.yaml": EAGLE3_SPEC, "prompts.jsonl": PROMPTS}
+
 # (files in the current folder, command line, exit code, the error's first line)
 BAD_INPUTS = {
     "validate-no-such-path": ({}, ["validate", "no/such/path"], 2, "error: no/such/path: no such"),
@@ -204,6 +219,12 @@ BAD_INPUTS = {
     ),
     "bench-nothing-to-run": ({}, ["bench"], 2, "error: give either a SPEC_FILE or --resume RUN"),
     "bench-invalid-spec": (BAD_SPEC, ["bench", "spec.yaml"], 1, "spec.yaml:1: baseline: required"),
+    "bench-missing-draft": (
+        MISSING_DRAFT,
+        ["bench", "spec.yaml"],
+        1,
+        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: no draft model at \./no-draft",
+    ),
     "record-no-run": ({}, ["record", "runs/none"], 2, r"error: runs/none: no such run folder$"),
     "record-check-invalid": (
         BROKEN,
@@ -253,6 +274,20 @@ def test_every_command_says_a_mistake_in_one_format_and_exit_code(
     else:
         assert len(lines) == 1, lines
     assert "Traceback" not in result.output
+
+
+def test_a_draft_model_that_is_not_there_stops_the_bench_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    for name, text in MISSING_DRAFT.items():
+        (tmp_path / name).write_text(text)
+    result = run("bench", "spec.yaml")
+    assert result.exit_code == 1 and "no draft model at ./no-draft" in result.stderr
+    assert not (tmp_path / "runs").exists()  # no run folder, no server started
+    (tmp_path / "no-draft").mkdir()
+    started = run("bench", "spec.yaml")  # there now: its server is started (and fails: no vLLM)
+    assert started.exit_code == 5, started.output
+    assert "no draft model" not in started.stderr and (tmp_path / "runs").is_dir()
 
 
 @pytest.mark.parametrize(

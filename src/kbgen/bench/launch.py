@@ -34,7 +34,7 @@ from kbgen.bench.spec import (
 from kbgen.errors import InvalidInput, ServerFailed, UsageError
 from kbgen.kb import files
 from kbgen.kb.models import Variant
-from kbgen.kb.problems import located
+from kbgen.kb.problems import Problem, located
 
 POLL_S = 0.5
 LINE_LIMIT = 2**20  # a longer line of server output is kept in pieces of this size
@@ -114,7 +114,7 @@ def check_environment(spec: ExperimentSpec, path: Path, on_nodes: bool = False) 
         values |= {("server", "env", name): value for name, value in server.env.items()}
     for name, variant in spec.variants.items():
         values |= {("variants", name, "args", i): item for i, item in enumerate(variant.args)}
-    problems = []
+    problems = [] if on_nodes else _missing_drafts(spec, path)
     for loc, item in values.items():
         if on_nodes:
             if redact.text(item) == item:
@@ -137,6 +137,25 @@ def check_environment(spec: ExperimentSpec, path: Path, on_nodes: bool = False) 
         problems.append(located(path, list(loc), message))
     if problems:
         raise InvalidInput(problems)
+
+
+def _missing_drafts(spec: ExperimentSpec, path: Path) -> list[Problem]:
+    """A variant's draft model given as a path (`/…`, `./…`, `../…`, `~/…`) that is not
+    here, for a server kbgen starts here: found before any server loads for minutes only to
+    fail. A hub name (`org/name`) is the server's to fetch; a cluster's nodes have their own."""
+    if not isinstance(spec.server, ProcessServer):
+        return []
+    problems = []
+    for name, variant in spec.variants.items():
+        model = getattr(variant.speculative_config, "model", None)
+        if model is None or not model.startswith(("/", "./", "../", "~")):
+            continue
+        if not Path(model).expanduser().exists():
+            message = f"no draft model at {model}: build or copy it there first"
+            problems.append(
+                located(path, ["variants", name, "speculative_config", "model"], message)
+            )
+    return problems
 
 
 def _filled(command: str, variant: str, args: str) -> str:
