@@ -223,7 +223,7 @@ BAD_INPUTS = {
         MISSING_DRAFT,
         ["bench", "spec.yaml"],
         1,
-        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: no draft model at \./no-draft",
+        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: no draft model at \./",
     ),
     "record-no-run": ({}, ["record", "runs/none"], 2, r"error: runs/none: no such run folder$"),
     "record-check-invalid": (

@@ -31,10 +31,10 @@ from kbgen.bench.spec import (
     Server,
     server_args,
 )
-from kbgen.errors import InvalidInput, ServerFailed, UsageError
+from kbgen.errors import InvalidInput, Problem, ServerFailed, UsageError
 from kbgen.kb import files
 from kbgen.kb.models import Variant
-from kbgen.kb.problems import Problem, located
+from kbgen.kb.problems import located
 
 POLL_S = 0.5
 LINE_LIMIT = 2**20  # a longer line of server output is kept in pieces of this size
