@@ -71,6 +71,46 @@ def test_lifecycle_requirements_point_at_the_field(
     assert [e["loc"] for e in info.value.errors()] == [loc]
 
 
+STEP: dict[str, Any] = {
+    "schema_version": 1,
+    "id": "collect",
+    "title": "the model's own answers",
+    "status": "concluded",
+    "created": "2026-12-03",
+    "concluded": "2026-12-03",
+    "step": {
+        "kind": "collect-data",
+        "how": "`bench/gpu/eagle3/collect.py`, temperature 0",
+        "inputs": [{"name": "prompts", "path": "/tmp/eagle3/prompts.jsonl", "count": 2400}],
+        "outputs": [{"name": "rows", "path": "/tmp/eagle3/rows.jsonl", "sha256": "a" * 64}],
+        "figures": {"generated_tokens": 614400, "generate_s": 25.5},
+        "minutes": 2.2,
+    },
+    "resolves": ["plan#collect-data"],
+    "provenance": {"source": "measured", "tool": "bench/gpu/run.sh draft"},
+}
+
+
+def test_a_step_of_work_concludes_without_hypothesis_verdict_or_config() -> None:
+    record = Record.model_validate(STEP)
+    assert record.step is not None and record.step.outputs[0].sha256 == "a" * 64
+    assert record.verdict is None and record.hypothesis is None and record.config is None
+    for name, value in [("hypothesis", _record()["hypothesis"]), ("verdict", _record()["verdict"])]:
+        with pytest.raises(ValidationError) as info:
+            Record.model_validate({**STEP, name: value})
+        assert [e["loc"] for e in info.value.errors()] == [(name,)]
+        assert "a step's record has none" in str(info.value)
+    for name in ("provenance", "concluded"):
+        with pytest.raises(ValidationError) as info:
+            Record.model_validate({**STEP, name: None})
+        assert [e["loc"] for e in info.value.errors()] == [(name,)]
+    with pytest.raises(ValidationError):  # a step makes something
+        Record.model_validate({**STEP, "step": {**STEP["step"], "outputs": []}})
+    without = {k: v for k, v in _record().items() if k not in ("verdict", "hypothesis")}
+    with pytest.raises(ValidationError):  # a test without its verdict is still refused
+        Record.model_validate(without)
+
+
 def test_speculative_config_is_typed_by_method() -> None:
     record = Record.model_validate(_record())
     assert record.config is not None

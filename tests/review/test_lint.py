@@ -222,3 +222,18 @@ def test_a_sweep_s_contradicted_cell_is_a_warning_at_its_cells(tmp_path: Path) -
         r"record: supported vs refuted\)",
         warning,
     ), warning
+
+
+def test_a_step_of_work_passes_check_without_samples_and_ticks_its_task(clean: Path) -> None:
+    import yaml
+
+    from tests.kb.test_models import STEP
+
+    step = {**STEP, "id": "2026-12-03-collect", "resolves": ["next-steps#train-draft"]}
+    (clean / "2026-12-03-collect.yaml").write_text(yaml.safe_dump(step, sort_keys=False))
+    docs = clean.parent / "docs"
+    CliRunner().invoke(cli, ["render", "--records", str(clean), "--docs", str(docs)])
+    result = check(clean)  # measured, and no samples: a step measured no arms
+    assert result.exit_code == 0, result.output
+    plan = (docs / "plans" / "next-steps.md").read_text()
+    assert "- [x] Train a draft model — [the model's own answers]" in plan

@@ -557,3 +557,34 @@ def test_a_server_s_start_up_phases_are_on_its_record_page_launch_by_launch() ->
     first, second = row.split(" | ")[2].split("; ")
     assert "torch.compile 18.9 s" in first and "torch.compile 3.5 s" in second
     assert "models 0.26 GiB" in first and "engine init 28.7 s" in second
+
+
+def test_a_step_s_record_shows_its_work_and_ticks_its_plan_task(tmp_path: Path) -> None:
+    from kbgen.kb.cards import Card
+    from kbgen.kb.models import Plan, Record
+    from tests.kb.test_models import STEP
+
+    record = Record.model_validate(STEP)
+    env = render.environment(None)
+    page = "\n".join(render.record_pages(env, record, "records/collect.yaml", {}).values())
+    assert "## Step" in page and "no hypothesis, no verdict" in page
+    assert "| `generated_tokens` | 614,400 |" in page and "| `generate_s` | 25.5 |" in page
+    assert "| in | prompts | `/tmp/eagle3/prompts.jsonl` | – | – | 2400 |" in page
+    assert "It took 2.2 minutes." in page
+    assert f"| out | rows | `/tmp/eagle3/rows.jsonl` | `{'a' * 16}`… |" in page
+    assert "## Verdict" not in page and "## Hypothesis" not in page
+    plan = Plan.model_validate(
+        {
+            "schema_version": 1,
+            "id": "plan",
+            "title": "p",
+            "tasks": [{"id": "collect-data", "text": "Collect the data"}, {"id": "t", "text": "x"}],
+        }
+    )
+    pages = render.site_pages(
+        env, {"plan": plan}, {"plan": "records/plans/plan.yaml"}, [Card.of(record)]
+    )
+    ticked = next(line for line in pages["plans/plan.md"].splitlines() if line.startswith("- [x]"))
+    assert ticked.startswith(
+        "- [x] Collect the data — [the model's own answers](../records/collect.md)"
+    )

@@ -1178,6 +1178,44 @@ class Draft(Model):
     bytes: Int | None = Field(default=None, ge=0, description="Their size (None: not local).")
 
 
+class Artifact(Model):
+    """A file or folder a step read or made, named so that another run can check it has the
+    same one."""
+
+    name: str = Field(min_length=1, description="What it is.", examples=["training rows"])
+    path: str = Field(min_length=1, description="Where it was, as the step's scripts name it.")
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Its sha256 (a folder's: each file's name and sha256, in name order).",
+    )
+    bytes: Int | None = Field(default=None, ge=0, description="Its size.")
+    count: Int | None = Field(
+        default=None, ge=0, description="How many items it holds (rows, prompts, files)."
+    )
+
+
+class Step(Model):
+    """A plan's step that is work rather than a test — data collected, a model trained: what
+    went in, what came out, its figures and what it took. A record of a step is concluded when
+    the work is done; it has no hypothesis and no verdict."""
+
+    kind: Slug = Field(description="What kind of work.", examples=["collect-data", "train-draft"])
+    how: Markdown = Field(description="What was run, in words: the command, its settings.")
+    inputs: list[Artifact] = Field(default_factory=list, description="What it read.")
+    outputs: list[Artifact] = Field(min_length=1, description="What it made.")
+    figures: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")], Finite] = Field(
+        default_factory=dict,
+        description="Its figures, each named with its unit (`generated_tokens`, `seconds`, "
+        "`final_loss`): what the scripts measured, not a judgement.",
+        examples=[{"generated_tokens": 614400, "generate_s": 25.5}],
+    )
+    minutes: NonNegative | None = Field(default=None, description="Its wall time.")
+    accelerator_minutes: NonNegative | None = Field(
+        default=None, description="Accelerator time it held (accelerators x minutes)."
+    )
+
+
 class Saved(Model):
     """What a stopped or raced run did not spend, against its fixed design."""
 
@@ -1368,6 +1406,10 @@ class Record(Model):
     related: list[Slug] = Field(default_factory=list, description="Records worth reading too.")
     tags: list[Slug] = Field(default_factory=list, description="Free tags for the site.")
     provenance: Provenance | None = Field(default=None, description="Where the numbers come from.")
+    step: Step | None = Field(
+        default=None,
+        description="A plan's step that is work, not a test (no hypothesis, no verdict).",
+    )
     machines: list[Machine] = Field(
         default_factory=list,
         description="A run over several machines (`kbgen bench --ray`): each block's machine, "
@@ -1397,10 +1439,15 @@ class Record(Model):
     @model_validator(mode="after")
     def _lifecycle(self) -> Record:
         errors: list[tuple[tuple[str | int, ...], str]] = []
-        if self.status in (Status.RUNNING, Status.CONCLUDED) and self.hypothesis is None:
+        if self.step is not None:
+            for name in ("hypothesis", "verdict"):
+                if getattr(self, name) is not None:
+                    errors.append(((name,), "a step's record has none: it tests nothing"))
+        elif self.status in (Status.RUNNING, Status.CONCLUDED) and self.hypothesis is None:
             errors.append((("hypothesis",), f"required when status is {self.status}"))
         if self.status == Status.CONCLUDED:
-            for name in ("verdict", "concluded", "config", "provenance"):
+            needed = ("verdict", "concluded", "config", "provenance")
+            for name in needed if self.step is None else ("concluded", "provenance"):
                 if getattr(self, name) is None:
                     errors.append(((name,), "required when status is concluded"))
         if self.concluded is not None and self.concluded < self.created:

@@ -118,7 +118,9 @@ def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:
     if isinstance(doc, Record):
         facts["card"] = cards.Card.of(doc).to_json()
         facts["samples"] = doc.raw_samples.path if doc.raw_samples else None
-        facts["measured"] = doc.provenance is not None and doc.provenance.source == "measured"
+        facts["measured"] = (  # a step of work has no samples: it measured no arms
+            doc.provenance is not None and doc.provenance.source == "measured" and not doc.step
+        )
     return facts
 
 
