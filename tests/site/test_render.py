@@ -588,3 +588,19 @@ def test_a_step_s_record_shows_its_work_and_ticks_its_plan_task(tmp_path: Path) 
     assert ticked.startswith(
         "- [x] Collect the data — [the model's own answers](../records/collect.md)"
     )
+
+
+def test_the_home_page_counts_records_without_a_verdict_by_their_status() -> None:
+    """A planned record and a step's (no verdict either) as their records make them, not as
+    a cache reads them back: their status is the record's string."""
+    from kbgen.kb.cards import Card
+    from kbgen.kb.models import Record
+    from tests.kb.test_models import STEP
+
+    planned = Record.model_validate(
+        {"schema_version": 1, "id": "p", "title": "t", "status": "planned", "created": "2026-12-01"}
+    )
+    cards = [Card.of(planned), Card.of(Record.model_validate(STEP))]
+    text = f"# Home\n\n{render.HOME_START}\n{render.HOME_END}\n"
+    page = render.home_page(render.environment(None), text, cards, [])
+    assert page is not None and "2 records (1 planned, 1 concluded)" in page

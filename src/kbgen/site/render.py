@@ -27,7 +27,7 @@ from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
 from kbgen.kb.cards import Card, TaskState, cell_words, task_states
 from kbgen.kb.cards import load_words as card_load_words
-from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record
+from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record, Status
 from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
 from kbgen.site.formats import load as load_words
@@ -476,8 +476,13 @@ def home_page(
         return None
     standing = sorted(replications.current(cards), key=lambda c: (c.when, c.id), reverse=True)
     ids = {card.id for card in standing}
-    outcomes = collections.Counter(
-        card.outcome or card.status.value if card.id in ids else "superseded" for card in cards
+    outcomes = collections.Counter(  # a record not yet concluded counts as its status
+        (card.outcome or str(card.status))
+        if card.id in ids
+        else "superseded"
+        if card.status in (Status.CONCLUDED, Status.SUPERSEDED)
+        else str(card.status)
+        for card in cards
     )
     block = render(
         env,
