@@ -219,11 +219,17 @@ BAD_INPUTS = {
     ),
     "bench-nothing-to-run": ({}, ["bench"], 2, "error: give either a SPEC_FILE or --resume RUN"),
     "bench-invalid-spec": (BAD_SPEC, ["bench", "spec.yaml"], 1, "spec.yaml:1: baseline: required"),
+    "bench-draft-with-tilde": (
+        {**MISSING_DRAFT, "spec.yaml": EAGLE3_SPEC.replace("./no-draft", "~/draft")},
+        ["bench", "spec.yaml"],
+        1,
+        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: write ~/draft without ~",
+    ),
     "bench-missing-draft": (
         MISSING_DRAFT,
         ["bench", "spec.yaml"],
         1,
-        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: no draft model at \./",
+        r"spec\.yaml:10: variants\.eagle3\.speculative_config\.model: no draft model at \./no",
     ),
     "record-no-run": ({}, ["record", "runs/none"], 2, r"error: runs/none: no such run folder$"),
     "record-check-invalid": (

@@ -122,9 +122,10 @@ draft)
         --lr 3e-4 --total-seq-len 8192 --num-workers 4 --log-freq 10 --seed 0 \
         --loss-implementation eager > "$out/draft-logs/train.log" 2>&1 || status=$?
     took "trained (exit ${status:-0})"
+    case "${status:-0}" in 0|124) ;; *) tail -40 "$out/draft-logs/train.log"; exit "$status" ;; esac
     best="$ckpt/checkpoint_best"; [ -e "$best" ] || best="$(ls -d "$ckpt"/*/ | sort -V | tail -1)"
     python3 "$HERE/eagle3/strip.py" "$best" /tmp/draft
-    cp /tmp/draft/draft.json /tmp/draft/config.json "$out/"
+    cp /tmp/draft.json /tmp/draft/config.json "$out/"
     for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/draft-logs/val_metrics.$(basename "$d").json" || true; done
     split -b 15M /tmp/draft/model.safetensors "$out/draft.safetensors.part-"
     took "draft in /tmp/draft" ;;

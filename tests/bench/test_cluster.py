@@ -322,6 +322,18 @@ def test_a_head_that_asks_for_a_token_is_named_as_such_and_joined_with_it(
             refused.stderr
         )
         assert token not in refused.stderr + refused.stdout
+        for wrong in (
+            {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)},
+            {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")},
+        ):
+            done = subprocess.run(
+                [PYTHON, "-c", code, f"127.0.0.1:{port}"],
+                env={**plain, **wrong},
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            said = f"ServerFailed: cannot reach the Ray cluster '127.0.0.1:{port}': its token is"
+            assert done.returncode != 0 and said in done.stderr, done.stderr[-1500:]
+            assert token not in done.stderr + done.stdout
         joined = subprocess.run(
             [PYTHON, "-c", code, f"127.0.0.1:{port}"],
             env={**plain, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token},

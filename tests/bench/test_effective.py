@@ -219,3 +219,31 @@ def test_each_launch_has_its_own_start_up_and_a_warm_compile_cache_shows() -> No
             "engine_init_s": 13.35,
         }
     ]
+
+
+def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_its_place() -> None:
+    """Two workers of one launch: the second's target weights, logged after the first's
+    "Loading drafter model...", are still the target's; a launch that died before loading
+    anything keeps its place, so the phases stay beside their launches' start-up times."""
+    log = "\n".join(
+        [
+            "$ vllm serve m",
+            "(Worker_TP0 pid=11) INFO 12-03 10:00:00 [l.py:1] Loading weights took 2.00 seconds",
+            "(Worker_TP0 pid=11) INFO 12-03 10:00:01 [r.py:1] Loading drafter model...",
+            "(Worker_TP1 pid=12) INFO 12-03 10:00:01 [l.py:1] Loading weights took 2.50 seconds",
+            "(Worker_TP0 pid=11) INFO 12-03 10:00:02 [l.py:1] Loading weights took 0.10 seconds",
+            "(Worker_TP1 pid=12) INFO 12-03 10:00:02 [r.py:1] Loading drafter model...",
+            "(Worker_TP1 pid=12) INFO 12-03 10:00:03 [l.py:1] Loading weights took 0.20 seconds",
+            "$ vllm serve m",
+            "(APIServer pid=20) ERROR 12-03 10:01:00 [api.py:1] it died",
+            "$ vllm serve m",
+            "(Worker_TP0 pid=31) INFO 12-03 10:02:00 [l.py:1] Loading weights took 1.00 seconds",
+        ]
+    )
+    found = effective.of_lines(logline.lines(log))
+    assert found is not None
+    assert found.startup == [
+        {"weights_s": 2.0, "draft_weights_s": 0.1},
+        {},
+        {"weights_s": 1.0},
+    ]

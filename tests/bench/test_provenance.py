@@ -17,6 +17,7 @@ import pytest
 from kbgen import __version__
 from kbgen.bench import driver, provenance
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
+from kbgen.errors import Mismatch
 from kbgen.kb.models import Draft, KbgenBuild, Software, Variant
 from tests.conftest import REPO
 from tests.support.git import commit, git
@@ -460,10 +461,17 @@ def test_a_draft_folder_is_named_by_its_files_checksums_and_a_hub_name_by_itself
     assert found == Draft(
         path=str(folder), sha256=hashlib.sha256(listing.encode()).hexdigest(), bytes=1036
     )
-    (folder / "model.safetensors").write_bytes(b"\x01" * 1000)  # other weights, another path
-    moved = folder.rename(tmp_path / "other")
-    again = provenance.draft(Variant(speculative_config={**eagle3, "model": str(moved)}))
-    assert again is not None and again.sha256 != found.sha256 and again.bytes == 1036
+    variant = Variant(speculative_config={**eagle3, "model": str(folder)})
+    assert provenance.draft(variant, found) == found  # the same files: the same draft
+    (folder / "model.safetensors").write_bytes(b"\x01" * 2000)  # rewritten where it was
+    again = provenance.draft(variant)
+    assert again is not None and again.sha256 != found.sha256 and again.bytes == 2036
+    with pytest.raises(Mismatch, match="changed during the run"):
+        provenance.draft(variant, found)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = provenance.draft(Variant(speculative_config={**eagle3, "model": str(empty)}))
+    assert nothing == Draft(path=str(empty))  # no files: no checksum that looks like one
     one = tmp_path / "draft.safetensors"
     one.write_bytes(b"weights")
     single = provenance.draft(Variant(speculative_config={**eagle3, "model": str(one)}))

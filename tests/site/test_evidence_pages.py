@@ -77,6 +77,9 @@ def _ticked_and_ruled_out(text: str, data: dict[str, Any]) -> set[str]:
     shown = set()
     for i in ticked:
         record = data[linked(lines[i])]
+        if "step" in record:  # a step of work: done, nothing decided, no figures of a test
+            assert lines[i].endswith("**concluded**") and not lines[i + 2].startswith("    `")
+            continue
         assert lines[i].endswith(f"**{record['verdict']['outcome']}**")
         assert lines[i + 1] == "" and lines[i + 2].startswith("    `")
         as_recorded(lines[i + 2], record)
@@ -148,6 +151,7 @@ def test_the_example_plan_says_what_is_still_open(tmp_path: Path, site: Site) ->
         for d in _yaml(_example(tmp_path)).values()
         if d["status"] == "concluded"
         for ref in d.get("resolves") or []
+        if ref.startswith("next-steps-eagle#")  # the SmolLM2 plan has tasks of the same ids
     }
     assert still_open == [f"- {t['text']}" for t in tasks["tasks"] if t["id"] not in resolved]
 

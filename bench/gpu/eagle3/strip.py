@@ -6,7 +6,8 @@ Usage: python3 bench/gpu/eagle3/strip.py CHECKPOINT_DIR OUT_DIR
 Copies `config.json` and `model.safetensors` of a speculators checkpoint (its
 `checkpoint_best`), leaving out `embed_tokens.weight` (the target's own, which vLLM shares when
 the draft has none) and `t2d` (which vLLM does not read): 76 → 20 MB for SmolLM2's draft. Prints
-the weights' sha256, which the benchmark's record names.
+the weights' sha256 and writes it to OUT_DIR.json beside the folder (not in it: the folder is
+the draft, as the benchmark's record names it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def main() -> None:
         "bytes": (out / "model.safetensors").stat().st_size,
         "sha256": digest,
     }
-    (out / "draft.json").write_text(json.dumps(info, indent=2) + "\n")
+    out.with_name(out.name + ".json").write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info))
 
 

@@ -50,19 +50,29 @@ def connect(address: str) -> None:
         options["include_dashboard"] = False
     try:
         ray.init(address=address, **options)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        why = str(exc)
-        cause: BaseException | None = exc
-        while cause is not None:
-            if isinstance(cause, ray.exceptions.AuthenticationError) or (
-                "InvalidAuthToken" in str(cause)  # Ray words it into a RuntimeError's message
-            ):
-                why = (
-                    "it asks for a token (Ray's token authentication): set RAY_AUTH_MODE=token, "
-                    "with the head's token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError) as exc:
+        raise ServerFailed(f"cannot reach the Ray cluster {address!r}: {_why(exc)}") from exc
+
+
+def _why(exc: BaseException) -> str:
+    """Why `ray.init` failed, in a line: a token problem named as one (Ray puts it in the
+    message of a RuntimeError, or raises it before it connects), else its own message."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in str(
+            cause
+        ):
+            if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+                return (
+                    "its token is not the one found here (~/.ray/auth_token, RAY_AUTH_TOKEN or "
+                    "RAY_AUTH_TOKEN_PATH): give the head's"
                 )
-            cause = cause.__cause__
-        raise ServerFailed(f"cannot reach the Ray cluster {address!r}: {why}") from exc
+            return (
+                "it asks for a token (Ray's token authentication): set RAY_AUTH_MODE=token, "
+                "with the head's token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+            )
+        cause = cause.__cause__
+    return str(exc)
 
 
 def check_hosts(cluster: ClusterSpec) -> None:

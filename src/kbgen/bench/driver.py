@@ -425,7 +425,7 @@ class _Run:
                 engine_version=await client.engine_version(),
                 model=served.id,
                 max_model_len=served.max_model_len,
-                draft=provenance.draft(self.spec.variants[name]),
+                draft=provenance.draft(self.spec.variants[name], getattr(earlier, "draft", None)),
                 windows=earlier.windows if earlier else [],
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
                 **({"up_s": ups} if ups else {}),

@@ -73,14 +73,15 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     config: dict[str, str] = {}
     behaviour: dict[str, str] = {}
     warnings: list[str] = []
-    startup: list[dict[str, float]] = []
-    drafter = False
+    before: dict[str, float] = {}  # phases logged before any launch line: a log not kbgen's
+    startup: list[dict[str, float]] = []  # each launch's, empty where it logged none
+    drafting: set[str] = set()  # the processes whose next weights are a draft model's
     for line in lines:
         message = line.message.strip()
-        if line.launch or not startup:
-            startup.append({})  # a launch's phases (a log without the launch line: one)
-            drafter = False
-        drafter = _phase(message, startup[-1], drafter)
+        if line.launch:
+            startup.append({})
+            drafting = set()
+        _phase(message, line.source, startup[-1] if startup else before, drafting)
         if message.startswith(NON_DEFAULT):
             args.update(_args(message[len(NON_DEFAULT) :]))
         elif found := _CONFIG.search(message):
@@ -94,29 +95,29 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     for name in _IDENTITY:
         args.pop(name, None)
         config.pop(name, None)
-    startup = [phases for phases in startup if phases]
-    if not (args or config or behaviour or warnings or startup):
+    startup = [before, *startup] if before else startup
+    if not (args or config or behaviour or warnings or any(startup)):
         return None
     return EffectiveSettings(
         args=args, config=config, behaviour=behaviour, startup=startup, warnings=warnings
     )
 
 
-def _phase(message: str, phases: dict[str, float], drafter: bool) -> bool:
-    """Add the start-up figure `message` gives, if any, to its launch's `phases` (the first
-    of each: a phase every worker logs counts once); whether the next weights loaded are a
-    draft model's (`drafter`: they follow vLLM's "Loading drafter model...")."""
+def _phase(message: str, source: str, phases: dict[str, float], drafting: set[str]) -> None:
+    """Add the start-up figure `message` (written by process `source`) gives, if any, to its
+    launch's `phases`: the first of each (every worker may log one). A process's weights after
+    its "Loading drafter model..." are a draft model's (n-gram says it too, and loads none)."""
     if message.startswith(_DRAFTER):
-        return True
+        drafting.add(source)
+        return
     for pattern, names in _STARTUP:
         if found := pattern.search(message):
             for group, name in names.items():
-                if name == "weights_s" and drafter:
-                    phases["draft_weights_s"] = float(found.group(group))
-                    return False
+                if name == "weights_s" and source in drafting:
+                    drafting.discard(source)
+                    name = "draft_weights_s"
                 phases.setdefault(name, float(found.group(group)))
-            return drafter
-    return drafter
+            return
 
 
 def explains_behaviour(warning: str) -> str | None:

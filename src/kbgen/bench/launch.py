@@ -140,9 +140,10 @@ def check_environment(spec: ExperimentSpec, path: Path, on_nodes: bool = False) 
 
 
 def _missing_drafts(spec: ExperimentSpec, path: Path) -> list[Problem]:
-    """A variant's draft model given as a path (`/…`, `./…`, `../…`, `~/…`) that is not
-    here, for a server kbgen starts here: found before any server loads for minutes only to
-    fail. A hub name (`org/name`) is the server's to fetch; a cluster's nodes have their own."""
+    """A variant's draft model given as a path (`/…`, `./…`, `../…`: from the folder kbgen
+    runs in, as the server it starts sees it) that is not here, or one written with `~`, for
+    a server kbgen starts here: found before any server loads for minutes only to fail. A hub
+    name (`org/name`) is the server's to fetch; a cluster's nodes have their own."""
     if not isinstance(spec.server, ProcessServer):
         return []
     problems = []
@@ -150,11 +151,14 @@ def _missing_drafts(spec: ExperimentSpec, path: Path) -> list[Problem]:
         model = getattr(variant.speculative_config, "model", None)
         if model is None or not model.startswith(("/", "./", "../", "~")):
             continue
-        if not Path(model).expanduser().exists():
+        loc: list[str | int] = ["variants", name, "speculative_config", "model"]
+        if model.startswith("~"):  # the server is given it as written: no shell expands it
+            message = f"write {model} without ~: the server is given the path as it is written"
+        elif not Path(model).exists():
             message = f"no draft model at {model}: build or copy it there first"
-            problems.append(
-                located(path, ["variants", name, "speculative_config", "model"], message)
-            )
+        else:
+            continue
+        problems.append(located(path, loc, message))
     return problems
 
 

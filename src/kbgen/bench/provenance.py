@@ -25,7 +25,7 @@ from kbgen import __version__, redact
 from kbgen.bench import prompts
 from kbgen.bench.launch import resolve
 from kbgen.bench.spec import ExperimentSpec, ProcessServer
-from kbgen.errors import KbgenError, UsageError
+from kbgen.errors import KbgenError, Mismatch, UsageError
 from kbgen.kb import files, git
 from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
 
@@ -173,25 +173,42 @@ def software(spec: ExperimentSpec, driver: str | None = None) -> Software:
     return Software(**{k: v for k, v in found.items() if v is not None})
 
 
-def draft(variant: Variant) -> Draft | None:
+def draft(variant: Variant, earlier: Draft | None = None) -> Draft | None:
     """The draft model of `variant`'s own (an EAGLE-3 head, a small LM): its path and, where
-    the path is local, the sha256 and size of its weights (once per path and process: a sweep's
-    settings share one draft). None for a variant without one."""
+    the path is here, the sha256 and size of its files (a folder's regular files: each one's
+    name and sha256, in name order). None for a variant without one. Mismatch when `earlier`,
+    what an earlier start of the run found, names other files: a run measures one draft."""
     model = getattr(variant.speculative_config, "model", None)
-    return None if model is None else _draft(model)
+    if model is None:
+        return None
+    path, found = Path(model), list[Path]()
+    if path.is_file():
+        found = [path]
+    elif path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file())
+    stats = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in found)
+    now = _draft(model, stats)
+    if earlier is not None and earlier.sha256 != now.sha256:
+        raise Mismatch(
+            f"the draft model at {model} changed during the run (sha256 {earlier.sha256} when "
+            f"first started, {now.sha256} now): a run measures one draft; start a new run"
+        )
+    return now
 
 
 @functools.cache
-def _draft(model: str) -> Draft:
-    path = Path(model)
-    if path.is_file():
-        return Draft(path=model, sha256=_sha256(path), bytes=path.stat().st_size)
-    if not path.is_dir():
-        return Draft(path=model)  # a hub name, or not on this machine
-    found = sorted(p for p in path.iterdir() if p.is_file())
-    listing = "".join(f"{p.name}\0{_sha256(p)}\n" for p in found)
-    digest = hashlib.sha256(listing.encode()).hexdigest()
-    return Draft(path=model, sha256=digest, bytes=sum(p.stat().st_size for p in found))
+def _draft(model: str, stats: tuple[tuple[str, int, int], ...]) -> Draft:
+    """`model`'s Draft, from its files (`stats`: path, size and mtime of each, so a file
+    rewritten in place is hashed again); once per such state and process."""
+    files_ = [Path(name) for name, _, _ in stats]
+    if not files_:
+        return Draft(path=model)  # a hub name, not on this machine, or an empty folder
+    if len(files_) == 1 and Path(model).is_file():
+        digest = _sha256(files_[0])
+    else:
+        listing = "".join(f"{p.name}\0{_sha256(p)}\n" for p in files_)
+        digest = hashlib.sha256(listing.encode()).hexdigest()
+    return Draft(path=model, sha256=digest, bytes=sum(size for _, size, _ in stats))
 
 
 def _sha256(path: Path) -> str:
