@@ -151,8 +151,9 @@ def test_a_stopped_run_on_a_real_vllm_costs_what_its_estimate_said(
     )
     # the tiny model on two shared cores drifts by tens of percent between rounds, and n-gram
     # changes its decode rate by a few: what a few prompts can decide there is a large claim,
-    # that n-gram doubles it (refuted however the rounds drift)
-    data["hypothesis"].update(minimum_effect=1.0, min_prompts=4)
+    # that n-gram quadruples it (refuted however the rounds drift; that it doubles it was left
+    # undecided by 4 prompts' confidence sequence in 2 of 5 runs on a quiet machine)
+    data["hypothesis"].update(minimum_effect=3.0, min_prompts=4)
     spec_file = tmp_path / "stopping.yaml"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     said = CliRunner().invoke(
