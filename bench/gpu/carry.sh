@@ -7,14 +7,16 @@
 #
 #   bench/gpu/carry.sh [OUT_DIR]        (default: <repo>/.gpu, git-ignored)
 #
-# Results: OUT_DIR/carry.tar.part-aa, -ab, … (50 MiB each). On the GPU machine: `cat` them back
+# CARRY_RAY=1: Ray too (ray-wheels.txt), for `kbgen bench --ray`.
+#
+# Results: OUT_DIR/carry.tar.part-aa, -ab, … (55 MiB each). On the GPU machine: `cat` them back
 # together (`bench/gpu/run.sh receive`), then `bench/gpu/run.sh install` (bench/gpu/README.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${1:-$ROOT/.gpu}"
 WORK="$OUT/build"
-PIECE=50M  # with the working tree (a few MB, the records' samples), under 64 MiB a transfer
+PIECE=55M  # with the working tree (7 MB, the records' samples), under 64 MiB a transfer
 PLATFORMS=()  # pip matches a manylinux_2_N tag exactly: name every N a wheel may carry
 for n in 17 24 27 28 31 34 35; do PLATFORMS+=(--platform "manylinux_2_${n}_x86_64"); done
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
@@ -34,7 +36,10 @@ fetch() {  # fetch DIR LIST...: every pinned wheel of the lists into DIR
         have || { echo "no wheel for $pin" >&2; exit 1; }
     done
 }
-fetch "$WORK/wheels" "$HERE/wheels.txt" "$HERE/kbgen-wheels.txt"
+lists=("$HERE/wheels.txt" "$HERE/kbgen-wheels.txt")
+if [ "${CARRY_RAY:-0}" = 1 ]; then lists+=("$HERE/ray-wheels.txt")  # `kbgen bench --ray` only
+else rm -f "$WORK"/wheels/ray-*.whl "$WORK"/wheels/msgpack-*.whl; fi  # left by a build with Ray
+fetch "$WORK/wheels" "${lists[@]}"
 fetch "$WORK/train-wheels" "$HERE/train-wheels.txt"  # `run.sh draft` only (bench/gpu/eagle3/)
 
 # vLLM: drop the kernels the H200 and a dense model never load (303.7 → ~111 MB)

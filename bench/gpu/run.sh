@@ -15,7 +15,16 @@
 #   bench/gpu/run.sh draft OUT_DIR          the EAGLE-3 draft (bench/gpu/eagle3/): install what the
 #                                           image lacks of speculators' wheels, collect the model's
 #                                           own answers, their hidden states, train, strip into
-#                                           /tmp/draft; stats, logs and the draft into OUT_DIR
+#                                           /tmp/draft; the draft in 15 MB pieces and its stats and
+#                                           logs (draft-step.tar.gz) into OUT_DIR
+#   bench/gpu/run.sh background 'STEPS'     the shell line STEPS (run.sh steps) in a session of its
+#                                           own that outlives the command: no start lost to the
+#                                           machine's 10-minute limit; its log in /tmp/bg/log
+#   bench/gpu/run.sh wait OUT_DIR SECONDS   until the background steps end or SECONDS pass, then
+#                                           into OUT_DIR: their log, the files they wrote to
+#                                           /tmp/bg/out since the last wait, and a copy of the newest
+#                                           run folder so far; STOP=1: stop the bench first (as
+#                                           Ctrl-C does: samples kept) and wait for it to end
 #
 # Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
 # (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time. BENCH_ARGS: more options of
@@ -83,9 +92,9 @@ agreement)
     exit "${status:-0}" ;;
 draft)
     out="$2" prep=/tmp/eagle3/prep ckpt=/tmp/eagle3/ckpt model="$MODELS/smollm2-135m-instruct"
-    mkdir -p "$out/draft-logs" /tmp/eagle3
-    # the logs in one file, whatever happens (at most 8 files come back from the machine)
-    trap 'tar -C "$out" -czf "$out/draft-logs.tar.gz" draft-logs && rm -r "$out/draft-logs"' EXIT
+    mkdir -p "$out/draft-step" /tmp/eagle3
+    # the stats and logs in one file, whatever happens (at most 8 files come back from the machine)
+    trap 'tar -C "$out" -czf "$out/draft-step.tar.gz" draft-step && rm -r "$out/draft-step"' EXIT
     # speculators' wheels the image and /tmp/site lack (pandas, pyarrow … may be there already)
     for w in "$CARRY"/train-wheels/*.whl; do
         name="$(basename "$w" | cut -d- -f1)"
@@ -94,23 +103,23 @@ draft)
     done > /tmp/eagle3/missing.txt
     [ -s /tmp/eagle3/missing.txt ] && python3 -m pip install -q --no-index --no-deps --no-compile \
         --no-cache-dir --target "$SITE" $(cat /tmp/eagle3/missing.txt)
-    sed 's|.*/||' /tmp/eagle3/missing.txt > "$out/draft-logs/installed-wheels.txt"
+    sed 's|.*/||' /tmp/eagle3/missing.txt > "$out/draft-step/installed-wheels.txt"
     python3 -c "import speculators, datasets, importlib.metadata as m; print('speculators', m.version('speculators'))"
     took "speculators installed"
-    describe "$out/draft-logs/machine"
+    describe "$out/draft-step/machine"
     python3 "$HERE/eagle3/prompts.py" /tmp/eagle3/prompts.jsonl
     VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=0 \
         python3 "$HERE/eagle3/collect.py" "$model" /tmp/eagle3/prompts.jsonl /tmp/eagle3 \
-        > "$out/draft-logs/collect.log" 2>&1 || { tail -40 "$out/draft-logs/collect.log"; exit 1; }
-    cp /tmp/eagle3/collect.json "$out/"
+        > "$out/draft-step/collect.log" 2>&1 || { tail -40 "$out/draft-step/collect.log"; exit 1; }
+    cp /tmp/eagle3/collect.json "$out/draft-step/"
     took "collected"
     python3 -m speculators prepare-data --model "$model" --data /tmp/eagle3/rows.jsonl \
         --output "$prep" --seq-length 2048 --no-skip-token-freq --seed 0 \
-        > "$out/draft-logs/prepare.log" 2>&1 || { tail -40 "$out/draft-logs/prepare.log"; exit 1; }
+        > "$out/draft-step/prepare.log" 2>&1 || { tail -40 "$out/draft-step/prepare.log"; exit 1; }
     took "prepared"
-    python3 "$HERE/eagle3/hidden_states.py" "$model" "$prep" > "$out/draft-logs/hidden_states.log" 2>&1 \
-        || { tail -40 "$out/draft-logs/hidden_states.log"; exit 1; }
-    cp "$prep/hidden_states.json" "$out/"
+    python3 "$HERE/eagle3/hidden_states.py" "$model" "$prep" > "$out/draft-step/hidden_states.log" 2>&1 \
+        || { tail -40 "$out/draft-step/hidden_states.log"; exit 1; }
+    cp "$prep/hidden_states.json" "$out/draft-step/"
     took "hidden states"
     # TRAIN_LIMIT_S: the epochs saved by then are what there is (a checkpoint per epoch);
     # --loss-implementation eager: the fused Triton loss fails under torch 2.11's dynamo
@@ -120,15 +129,41 @@ draft)
         --hidden-states-path "$prep/hidden_states" --on-missing raise --save-path "$ckpt" \
         --no-resume-from-checkpoint --draft-vocab-size 8192 --epochs "${TRAIN_EPOCHS:-3}" \
         --lr 3e-4 --total-seq-len 8192 --num-workers 4 --log-freq 10 --seed 0 \
-        --loss-implementation eager > "$out/draft-logs/train.log" 2>&1 || status=$?
+        --loss-implementation eager > "$out/draft-step/train.log" 2>&1 || status=$?
     took "trained (exit ${status:-0})"
-    case "${status:-0}" in 0|124) ;; *) tail -40 "$out/draft-logs/train.log"; exit "$status" ;; esac
+    case "${status:-0}" in 0|124) ;; *) tail -40 "$out/draft-step/train.log"; exit "$status" ;; esac
     best="$ckpt/checkpoint_best"; [ -e "$best" ] || best="$(ls -d "$ckpt"/*/ | sort -V | tail -1)"
     python3 "$HERE/eagle3/strip.py" "$best" /tmp/draft
-    cp /tmp/draft.json /tmp/draft/config.json "$out/"
-    for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/draft-logs/val_metrics.$(basename "$d").json" || true; done
+    cp /tmp/draft.json /tmp/draft/config.json "$out/draft-step/"
+    for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/draft-step/val_metrics.$(basename "$d").json" || true; done
     split -b 15M /tmp/draft/model.safetensors "$out/draft.safetensors.part-"
     took "draft in /tmp/draft" ;;
+background)
+    mkdir -p /tmp/bg/out && rm -f /tmp/bg/rc /tmp/bg/waited
+    # a command's background job starts with SIGINT ignored (no job control), which kbgen's
+    # children would inherit: reset it, so that STOP=1 stops the bench as Ctrl-C does
+    python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid()
+os.execvp("bash", ["bash", "-c", sys.argv[1] + "; echo $? > /tmp/bg/rc"])' "$2" \
+        > /tmp/bg/log 2>&1 < /dev/null &
+    echo $! > /tmp/bg/pid
+    took "started in the background (pid $!): $2" ;;
+wait)
+    out="$2" limit="$3"
+    if [ "${STOP:-0}" = 1 ] && [ ! -f /tmp/bg/rc ]; then
+        pid="$(pgrep -s "$(cat /tmp/bg/pid)" -f 'kbgen bench' | head -1 || true)"
+        [ -n "$pid" ] && kill -INT "$pid" && echo "run.sh: stopping kbgen bench (pid $pid)"
+    fi
+    for ((i = 0; i < limit; i += 5)); do [ -f /tmp/bg/rc ] && break; sleep 5; done
+    mkdir -p "$out" && cp /tmp/bg/log "$out/background.log"
+    touch /tmp/bg/waiting  # what is written from now on comes back with the next wait
+    since=(); [ -f /tmp/bg/waited ] && since=(-newer /tmp/bg/waited)
+    find /tmp/bg/out -maxdepth 1 -type f "${since[@]}" -exec cp {} "$out/" \;
+    mv /tmp/bg/waiting /tmp/bg/waited
+    run="$(ls -dt /tmp/runs/*/ 2>/dev/null | head -1)" && run="${run%/}"
+    [ -z "$run" ] || ls "$out"/*.run.tar.gz > /dev/null 2>&1 \
+        || tar -C /tmp/runs -czf "$out/$(basename "$run").run.tar.gz" "$(basename "$run")"
+    tail -25 /tmp/bg/log
+    took "waited: the background steps $([ -f /tmp/bg/rc ] && echo "ended (exit $(cat /tmp/bg/rc))" || echo "go on")" ;;
 *)
-    sed -n '2,21p' "$0"; exit 2 ;;
+    sed -n '2,30p' "$0"; exit 2 ;;
 esac
