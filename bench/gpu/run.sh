@@ -17,6 +17,9 @@
 #                                           own answers, their hidden states, train, strip into
 #                                           /tmp/draft; the draft in 15 MB pieces and its stats and
 #                                           logs (draft-step.tar.gz) into OUT_DIR
+#   bench/gpu/run.sh draft-in DIR           a draft `run.sh draft` made on an earlier machine
+#                                           (DIR: its config.json, model.safetensors and
+#                                           draft.json) into /tmp/draft, its sha256 checked
 #   bench/gpu/run.sh background 'STEPS'     the shell line STEPS (run.sh steps) in a session of its
 #                                           own that outlives the command: no start lost to the
 #                                           machine's 10-minute limit; its log in /tmp/bg/log
@@ -138,6 +141,12 @@ draft)
     for d in "$ckpt"/*/; do [ -f "$d/val_metrics.json" ] && cp "$d/val_metrics.json" "$out/draft-step/val_metrics.$(basename "$d").json" || true; done
     split -b 15M /tmp/draft/model.safetensors "$out/draft.safetensors.part-"
     took "draft in /tmp/draft" ;;
+draft-in)
+    mkdir -p /tmp/draft && cp "$2/config.json" "$2/model.safetensors" /tmp/draft/
+    cp "$2/draft.json" /tmp/draft.json
+    want="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["sha256"])' "$2/draft.json")"
+    echo "$want  /tmp/draft/model.safetensors" | sha256sum -c -
+    took "draft in /tmp/draft (sha256 $want)" ;;
 background)
     mkdir -p /tmp/bg/out && rm -f /tmp/bg/rc /tmp/bg/waited
     # a command's background job starts with SIGINT ignored (no job control), which kbgen's
@@ -165,5 +174,5 @@ wait)
     tail -25 /tmp/bg/log
     took "waited: the background steps $([ -f /tmp/bg/rc ] && echo "ended (exit $(cat /tmp/bg/rc))" || echo "go on")" ;;
 *)
-    sed -n '2,30p' "$0"; exit 2 ;;
+    sed -n '2,33p' "$0"; exit 2 ;;
 esac

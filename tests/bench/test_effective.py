@@ -247,3 +247,13 @@ def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_i
         {},
         {"weights_s": 1.0},
     ]
+
+
+def test_every_start_up_phase_it_reads_is_named_by_the_schema_and_the_page() -> None:
+    from kbgen.site.render import STARTUP_WORDS
+
+    read = {name for _, names in effective._STARTUP for name in names.values()}
+    read.add("draft_weights_s")  # the weights after "Loading drafter model"
+    described = EffectiveSettings.model_fields["startup"].description or ""
+    assert read == set(STARTUP_WORDS)
+    assert all(f"`{name}`" in described for name in read)
