@@ -16,7 +16,7 @@ import pytest
 
 from kbgen import __version__
 from kbgen.bench import driver, provenance
-from kbgen.bench.spec import ExperimentSpec, ProcessServer
+from kbgen.bench.spec import ExperimentSpec, ExternalServer, ProcessServer
 from kbgen.errors import Mismatch
 from kbgen.kb.models import Draft, KbgenBuild, Software, Variant
 from tests.conftest import REPO
@@ -24,7 +24,18 @@ from tests.support.git import commit, git
 from tests.support.specs import small_spec
 
 # recorded on the H200 of the proof run (shared/GPU.md): one GPU, and its torch
-H200 = "NVIDIA H200, 143771, 580.159.04\n"  # what the H200 of bench/gpu answered (nounits)
+# what the H200 of bench/gpu answered (nounits), its UUID made up: a machine's, never recorded
+H200 = "0, GPU-5f1c9e2a-7b3d-4e8f-9a6b-2c4d8e0f1a3b, NVIDIA H200, 143771, 580.159.04\n"
+
+
+def gpu_rows(*names: str) -> str:
+    """nvidia-smi's answer for GPUs of these `name, memory, driver` cells, indexed in order."""
+    return "".join(
+        f"{i}, GPU-{i:08x}-0000-4000-8000-00000000000{i}, {n}\n" for i, n in enumerate(names)
+    )
+
+
+H200_ROW = "NVIDIA H200, 143771, 580.159.04"
 H200_TORCH = '["3.12.3", "2.11.0+cu130", "13.0"]'
 
 
@@ -57,12 +68,14 @@ def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             "580.159.04",
         ),
         (
-            H200 * 8,
+            gpu_rows(*[H200_ROW] * 8),
             {"accelerator": "NVIDIA H200", "count": 8, "accelerator_memory_gib": 140.4},
             "580.159.04",
         ),
         (
-            "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA A100-SXM4-40GB, 40960, 550.54.15\n",
+            gpu_rows(
+                "NVIDIA H100 80GB HBM3, 81559, 550.54.15", "NVIDIA A100-SXM4-40GB, 40960, 550.54.15"
+            ),
             {
                 "accelerator": "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-40GB",
                 "count": 2,
@@ -71,7 +84,7 @@ def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             "550.54.15",
         ),
         (
-            "NVIDIA GH200 480GB, [N/A], [N/A]\n",
+            gpu_rows("NVIDIA GH200 480GB, [N/A], [N/A]"),
             {"accelerator": "NVIDIA GH200 480GB", "count": 1},
             None,
         ),
@@ -84,6 +97,48 @@ def test_nvidia_smi_csv_gives_the_gpus_their_memory_and_the_driver(
     csv_text: str, hardware: dict[str, object], driver_version: str | None
 ) -> None:
     assert provenance.gpus(csv_text) == (hardware, driver_version)
+
+
+@pytest.mark.parametrize(
+    ("visible", "count", "names"),
+    [
+        (None, 3, "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-40GB"),
+        ("2", 1, "NVIDIA A100-SXM4-40GB"),
+        ("1,0", 2, "NVIDIA H100 80GB HBM3"),
+        ("GPU-00000002", 1, "NVIDIA A100-SXM4-40GB"),  # the start of a UUID is enough
+        ("0,7,2", 1, "NVIDIA H100 80GB HBM3"),  # CUDA stops at the first that names none
+        ("GPU-0000", 0, None),  # the start of several: none
+        ("", 0, None),
+        ("-1", 0, None),
+    ],
+)
+def test_only_the_gpus_cuda_visible_devices_leaves_count(
+    visible: str | None, count: int, names: str | None
+) -> None:
+    listed = gpu_rows(
+        "NVIDIA H100 80GB HBM3, 81559, 550.54.15",
+        "NVIDIA H100 80GB HBM3, 81559, 550.54.15",
+        "NVIDIA A100-SXM4-40GB, 40960, 550.54.15",
+    )
+    found, driver_version = provenance.gpus(listed, visible)
+    assert (found.get("count", 0), found.get("accelerator")) == (count, names)
+    assert driver_version == ("550.54.15" if count else None)
+
+
+def test_a_server_s_gpus_are_those_its_spec_s_environment_leaves(
+    bare_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed = gpu_rows(H200_ROW, H200_ROW)
+    fake(bare_path, "nvidia-smi", f"[ \"$1\" = '{provenance.GPU_QUERY[1]}' ] && printf '{listed}'")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    server = ProcessServer(launcher="process", command=["vllm", "serve"], model="m")
+    assert provenance.local_hardware()[0].count == 2
+    assert getattr(provenance.server_hardware(server)[0], "count", None) == 2
+    server = server.model_copy(update={"env": {"CUDA_VISIBLE_DEVICES": "1"}})
+    hardware = provenance.server_hardware(server, "lab")[0]
+    assert hardware is not None and (hardware.count, hardware.host) == (1, "lab")
+    external = ExternalServer(launcher="external", url="http://127.0.0.1:8000")
+    assert provenance.server_hardware(external) == (None, None)  # another machine's, perhaps
 
 
 def test_the_gpus_of_a_gpu_machine(bare_path: Path) -> None:

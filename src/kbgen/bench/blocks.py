@@ -192,7 +192,7 @@ class Node:
             spec = load(self.folder.spec_path)
             meta = self.folder.meta()
             label = provenance.label(self.label)
-            meta.hardware, gpu_driver = provenance.local_hardware(label)
+            meta.hardware, gpu_driver = provenance.server_hardware(spec.server, label)
             meta.software = provenance.software(spec, gpu_driver)
             meta.host_label = label
             self.folder.write_meta(meta)

@@ -190,8 +190,7 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
     kbgen's own commit, and the spec's. `spec_path`: the spec's file, whose repository names
     the spec's commit and the prompt suite's path (without one, the folder kbgen runs in)."""
     label = provenance.label(spec.host_label)
-    local = spec.server.launcher == "process"
-    hardware, driver = provenance.local_hardware(label) if local else (None, None)
+    hardware, driver = provenance.server_hardware(spec.server, label)
     suite, digest = provenance.suite(Path(spec.workload.prompts), spec_path)
     return RunMeta(
         format=FORMAT,

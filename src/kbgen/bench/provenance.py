@@ -24,16 +24,17 @@ import kbgen
 from kbgen import __version__, redact
 from kbgen.bench import prompts
 from kbgen.bench.launch import resolve
-from kbgen.bench.spec import ExperimentSpec, ProcessServer
+from kbgen.bench.spec import ExperimentSpec, ProcessServer, Server
 from kbgen.errors import KbgenError, Mismatch, UsageError
 from kbgen.kb import files, git
 from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
 
 GPU_QUERY = [
     "nvidia-smi",
-    "--query-gpu=name,memory.total,driver_version",
+    "--query-gpu=index,uuid,name,memory.total,driver_version",
     "--format=csv,noheader,nounits",
 ]
+CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"  # which GPUs CUDA shows a process; nvidia-smi shows all
 PROBE_TIMEOUT_S = 60.0  # importing torch takes seconds; a server's Python that hangs does not
 # run in the server's environment: its Python's version, and torch's with the CUDA it was built
 # for (None on a CPU build), as the last line of its output
@@ -66,24 +67,41 @@ def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | N
         return None
 
 
-def gpus(csv_text: str) -> tuple[dict[str, Any], str | None]:
+def gpus(csv_text: str, visible: str | None = None) -> tuple[dict[str, Any], str | None]:
     """Hardware fields (accelerator, count, accelerator_memory_gib) and the driver version from
-    nvidia-smi's `name,memory.total,driver_version` CSV (no header, no units: MiB).
+    nvidia-smi's `index,uuid,name,memory.total,driver_version` CSV (no header, no units: MiB),
+    of the GPUs `visible` (a `CUDA_VISIBLE_DEVICES` value; None: all) leaves to CUDA.
 
     GPUs of several models are named together (`A + B`); the memory is the smallest GPU's, the
     one that bounds what fits on each.
     """
     rows = [[cell.strip() for cell in row] for row in csv.reader(csv_text.splitlines()) if row]
-    rows = [row for row in rows if len(row) == 3 and row[0]]
+    rows = _visible([row for row in rows if len(row) == 5 and row[2]], visible)
     if not rows:
         return {}, None
-    names = list(dict.fromkeys(row[0] for row in rows))
+    names = list(dict.fromkeys(row[2] for row in rows))
     found: dict[str, Any] = {"accelerator": " + ".join(names), "count": len(rows)}
-    memories = [row[1] for row in rows]
+    memories = [row[3] for row in rows]
     if all(m.isdigit() for m in memories):  # "[N/A]" where the driver does not say
         found["accelerator_memory_gib"] = round(min(int(m) for m in memories) / 1024, 1)
-    driver = rows[0][2] if rows[0][2] and not rows[0][2].startswith("[") else None
+    driver = rows[0][4] if rows[0][4] and not rows[0][4].startswith("[") else None
     return found, driver
+
+
+def _visible(rows: list[list[str]], visible: str | None) -> list[list[str]]:
+    """The rows (index, uuid, …) of the GPUs CUDA sees under `CUDA_VISIBLE_DEVICES=visible`:
+    all when it is unset; else each entry in turn, an index or the start of one GPU's UUID
+    (`GPU-…`, `MIG-…`), up to the first that names none (CUDA ignores the rest: "" or -1 hides
+    every GPU)."""
+    if visible is None:
+        return rows
+    seen: list[list[str]] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        named = [r for r in rows if r[0] == entry or (len(entry) > 4 and r[1].startswith(entry))]
+        if len(named) != 1 or named[0] in seen:
+            break
+        seen.append(named[0])
+    return seen
 
 
 def cpu() -> str:
@@ -102,9 +120,11 @@ def label(host_label: str | None) -> str | None:
     return None if host_label is None else redact.text(host_label)
 
 
-def local_hardware(host: str | None = None) -> tuple[Hardware, str | None]:
-    """The machine kbgen runs on, labelled `host` (its own name is never taken), and the GPU
-    driver's version."""
+def local_hardware(
+    host: str | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Hardware, str | None]:
+    """The machine kbgen runs on, labelled `host` (its own name is never taken), with the GPUs
+    a server in `env` (default: kbgen's own environment) sees, and the GPU driver's version."""
     found: dict[str, Any] = {"cpu": cpu(), "cpu_count": os.cpu_count()}
     if host is not None:
         found["host"] = host
@@ -112,9 +132,17 @@ def local_hardware(host: str | None = None) -> tuple[Hardware, str | None]:
     if shutil.which("nvidia-smi"):
         listed = _output(GPU_QUERY)
         if listed is not None:
-            gpu, driver = gpus(listed)
+            gpu, driver = gpus(listed, (os.environ if env is None else env).get(CUDA_VISIBLE))
             found |= gpu
     return Hardware(**found), driver
+
+
+def server_hardware(server: Server, host: str | None = None) -> tuple[Hardware | None, str | None]:
+    """`local_hardware` as a server kbgen starts here sees it (its spec's environment); None
+    for a server kbgen reaches (another machine's, perhaps)."""
+    if not isinstance(server, ProcessServer):
+        return None, None
+    return local_hardware(host, server_env(server))
 
 
 def server_python(server: ProcessServer, env: Mapping[str, str]) -> str | None:
@@ -156,16 +184,22 @@ def versions(probe_output: str) -> tuple[str | None, str | None, str | None]:
     return python, torch, cuda
 
 
+def server_env(server: ProcessServer) -> dict[str, str]:
+    """The environment kbgen starts `server` in: the spec's `env` over kbgen's own (kbgen's
+    alone where a `${VAR}` of it is unset: the launch will say so)."""
+    try:
+        return {**os.environ, **{k: resolve(v) for k, v in server.env.items()}}
+    except UsageError:
+        return dict(os.environ)
+
+
 def software(spec: ExperimentSpec, driver: str | None = None) -> Software:
     """kbgen's version and the GPU driver's; for a `process` server, the Python, torch and CUDA
     of the environment it will run in (the spec's `env` over kbgen's own)."""
     found: dict[str, Any] = {"kbgen": __version__, "driver": driver}
     server = spec.server
     if isinstance(server, ProcessServer):
-        try:
-            env = {**os.environ, **{k: resolve(v) for k, v in server.env.items()}}
-        except UsageError:
-            env = dict(os.environ)
+        env = server_env(server)
         python = server_python(server, env)
         printed = _output([python, "-c", TORCH_PROBE], env) if python else None
         if printed is not None:

@@ -514,7 +514,12 @@ class Hardware(Model):
         description="GPU model, or none on a CPU server.",
         examples=["NVIDIA RTX PRO 6000 Blackwell"],
     )
-    count: Int | None = Field(default=None, ge=1, description="Number of accelerators.")
+    count: Int | None = Field(
+        default=None,
+        ge=1,
+        description="Number of accelerators the server sees (those `CUDA_VISIBLE_DEVICES` in "
+        "its environment leaves, not every one the machine has).",
+    )
     accelerator_memory_gib: Finite | None = Field(
         default=None,
         ge=0,

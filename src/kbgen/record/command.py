@@ -83,9 +83,7 @@ def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) ->
     w = spec.workload
     suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
     check_requests(spec, suite, spec_path)
-    hardware = spec.hardware
-    if spec.server.launcher == "process":
-        hardware = provenance.local_hardware()[0]
+    hardware = provenance.server_hardware(spec.server)[0] or spec.hardware
     found = loading.load([records]).records.values() if records.is_dir() else []
     planned = estimate(spec, min(len(suite[c]) for c in w.classes), hardware, found)
     accelerators = hardware.count if hardware is not None and hardware.accelerator else None
