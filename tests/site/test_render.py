@@ -562,6 +562,31 @@ def test_a_server_s_start_up_phases_are_on_its_record_page_launch_by_launch() ->
     assert "models 0.26 GiB" in first and "engine init 28.7 s" in second
 
 
+def test_a_tensor_parallel_server_s_layout_is_on_its_record_page() -> None:
+    """From the engine config each arm's log gave (`tests/fixtures/vllm-logs/cpu-0.32-tp2.log`,
+    a real two-rank server); no row for single-rank servers, each arm's where they differ."""
+    from kbgen.bench import effective, logline
+    from tests.support.records import load_record
+
+    record = load_record(REPO / "records" / "2026-12-01-ngram-vs-baseline-h200-c1-pinned.yaml")
+    env = render.environment(None)
+    page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    assert "Parallel layout" not in page  # one GPU, one rank
+    logs = REPO / "tests" / "fixtures" / "vllm-logs"
+    read = effective.of_lines(logline.lines((logs / "cpu-0.32-tp2.log").read_text()))
+    assert read is not None
+    tp = {"config": {**read.config, "pipeline_parallel_size": "2"}}
+    record.effective = {arm: read for arm in record.effective}
+    page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    assert "| Parallel layout | tensor-parallel 2 (one server, its ranks in processes" in page
+    record.effective["ngram"] = read.model_copy(update=tp)
+    page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    assert (
+        "| Parallel layout | baseline: tensor-parallel 2; ngram: tensor-parallel 2 × "
+        "pipeline-parallel 2 (one server" in page
+    )
+
+
 def test_a_step_s_record_shows_its_work_and_ticks_its_plan_task(tmp_path: Path) -> None:
     from kbgen.kb.cards import Card
     from kbgen.kb.models import Plan, Record

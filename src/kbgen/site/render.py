@@ -32,6 +32,7 @@ from kbgen.kb.replications import NOTHING, Evidence, Related
 from kbgen.site import charts, index
 from kbgen.site.formats import load as load_words
 from kbgen.site.formats import number as number  # `X as X`: callers name these `render.X`
+from kbgen.site.formats import parallel_layout
 from kbgen.site.formats import percent as percent
 from kbgen.site.formats import percent_plain as percent_plain
 from kbgen.site.markup import Markdown as Markdown
@@ -302,6 +303,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         figure=figure,
         estimate=estimate,
         load_words=load_words,
+        parallel_layout=parallel_layout,
         best_configuration=best_configuration,
         ruled_out=ruled_out,
     )
