@@ -433,3 +433,26 @@ def test_blocks_on_different_hardware_are_refused_by_the_record(
     record, _ = from_run(RunFolder(copy), "2026-12-03-unlike", allow_mismatch=True)
     assert record.machines[1].hardware is not None
     assert record.machines[1].hardware.accelerator == "NVIDIA H100"
+
+
+def test_blocks_on_two_gpus_of_one_node_are_alike_and_each_names_its_gpu(
+    three_blocks: RunFolder, tmp_path: Path
+) -> None:
+    """Ray gives each block's task its own GPU (its `CUDA_VISIBLE_DEVICES`): which one is the
+    block's own, not a difference of hardware; the pooled record's machine names none."""
+    from kbgen.site import render
+
+    copy = tmp_path / "run"
+    shutil.copytree(three_blocks.path, copy)
+    gpu = {"accelerator": "NVIDIA H200", "count": 1, "accelerator_memory_gib": 140.4}
+    for i, block in enumerate(blocks.folders(RunFolder(copy))):
+        meta = block.meta()
+        assert meta.hardware is not None
+        meta.hardware = meta.hardware.model_copy(update={**gpu, "devices": [i % 2]})
+        block.write_meta(meta)
+    record, _ = from_run(RunFolder(copy), "2026-12-03-two-gpus")
+    assert record.config is not None and record.config.hardware.devices is None
+    assert [m.hardware.devices for m in record.machines if m.hardware] == [[0], [1], [0]]
+    page = "\n".join(render.record_pages(render.environment(None), record, "r.yaml", {}).values())
+    rows = [line for line in page.splitlines() if "NVIDIA H200 (140.4 GiB), GPU" in line]
+    assert [row.split("GPU ")[1][0] for row in rows] == ["0", "1", "0"]

@@ -100,20 +100,20 @@ def test_nvidia_smi_csv_gives_the_gpus_their_memory_and_the_driver(
 
 
 @pytest.mark.parametrize(
-    ("visible", "count", "names"),
+    ("visible", "devices", "names"),
     [
-        (None, 3, "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-40GB"),
-        ("2", 1, "NVIDIA A100-SXM4-40GB"),
-        ("1,0", 2, "NVIDIA H100 80GB HBM3"),
-        ("GPU-00000002", 1, "NVIDIA A100-SXM4-40GB"),  # the start of a UUID is enough
-        ("0,7,2", 1, "NVIDIA H100 80GB HBM3"),  # CUDA stops at the first that names none
-        ("GPU-0000", 0, None),  # the start of several: none
-        ("", 0, None),
-        ("-1", 0, None),
+        (None, None, "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-40GB"),
+        ("2", [2], "NVIDIA A100-SXM4-40GB"),
+        ("1,0", [1, 0], "NVIDIA H100 80GB HBM3"),
+        ("GPU-00000002", [2], "NVIDIA A100-SXM4-40GB"),  # the start of a UUID is enough
+        ("0,7,2", [0], "NVIDIA H100 80GB HBM3"),  # CUDA stops at the first that names none
+        ("GPU-0000", [], None),  # the start of several: none
+        ("", [], None),
+        ("-1", [], None),
     ],
 )
 def test_only_the_gpus_cuda_visible_devices_leaves_count(
-    visible: str | None, count: int, names: str | None
+    visible: str | None, devices: list[int] | None, names: str | None
 ) -> None:
     listed = gpu_rows(
         "NVIDIA H100 80GB HBM3, 81559, 550.54.15",
@@ -121,7 +121,9 @@ def test_only_the_gpus_cuda_visible_devices_leaves_count(
         "NVIDIA A100-SXM4-40GB, 40960, 550.54.15",
     )
     found, driver_version = provenance.gpus(listed, visible)
+    count = 3 if devices is None else len(devices)
     assert (found.get("count", 0), found.get("accelerator")) == (count, names)
+    assert found.get("devices") == (devices or None)  # which of them, where the variable chose
     assert driver_version == ("550.54.15" if count else None)
 
 
@@ -137,6 +139,7 @@ def test_a_server_s_gpus_are_those_its_spec_s_environment_leaves(
     server = server.model_copy(update={"env": {"CUDA_VISIBLE_DEVICES": "1"}})
     hardware = provenance.server_hardware(server, "lab")[0]
     assert hardware is not None and (hardware.count, hardware.host) == (1, "lab")
+    assert hardware.devices == [1]
     external = ExternalServer(launcher="external", url="http://127.0.0.1:8000")
     assert provenance.server_hardware(external) == (None, None)  # another machine's, perhaps
 

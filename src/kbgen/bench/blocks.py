@@ -323,7 +323,8 @@ class Tethered:
 def pooled(top: RunMeta, metas: list[RunMeta]) -> RunMeta:
     """A run over a cluster as one run.json, for its record: every block's windows, starts and
     times under its variant; the first block's machine, software and order (its blocks'
-    machines are alike: `kbgen record` refuses them otherwise)."""
+    machines are alike: `kbgen record` refuses them otherwise), whichever GPUs of theirs each
+    was given (each block's machine names its own)."""
     variants: dict[str, VariantRun] = {}
     for meta in metas:
         for name, run in meta.variants.items():
@@ -338,7 +339,7 @@ def pooled(top: RunMeta, metas: list[RunMeta]) -> RunMeta:
     return top.model_copy(
         update={
             "variants": variants,
-            "hardware": first.hardware,
+            "hardware": first.hardware and first.hardware.model_copy(update={"devices": None}),
             "software": first.software,
             "order": first.order,
             "order_seed": first.order_seed,

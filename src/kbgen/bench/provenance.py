@@ -68,9 +68,10 @@ def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | N
 
 
 def gpus(csv_text: str, visible: str | None = None) -> tuple[dict[str, Any], str | None]:
-    """Hardware fields (accelerator, count, accelerator_memory_gib) and the driver version from
-    nvidia-smi's `index,uuid,name,memory.total,driver_version` CSV (no header, no units: MiB),
-    of the GPUs `visible` (a `CUDA_VISIBLE_DEVICES` value; None: all) leaves to CUDA.
+    """Hardware fields (accelerator, count, accelerator_memory_gib; devices, their indices, where
+    `visible` chose them) and the driver version from nvidia-smi's
+    `index,uuid,name,memory.total,driver_version` CSV (no header, no units: MiB), of the GPUs
+    `visible` (a `CUDA_VISIBLE_DEVICES` value; None: all) leaves to CUDA.
 
     GPUs of several models are named together (`A + B`); the memory is the smallest GPU's, the
     one that bounds what fits on each.
@@ -81,6 +82,8 @@ def gpus(csv_text: str, visible: str | None = None) -> tuple[dict[str, Any], str
         return {}, None
     names = list(dict.fromkeys(row[2] for row in rows))
     found: dict[str, Any] = {"accelerator": " + ".join(names), "count": len(rows)}
+    if visible is not None and all(row[0].isdigit() for row in rows):
+        found["devices"] = [int(row[0]) for row in rows]
     memories = [row[3] for row in rows]
     if all(m.isdigit() for m in memories):  # "[N/A]" where the driver does not say
         found["accelerator_memory_gib"] = round(min(int(m) for m in memories) / 1024, 1)

@@ -527,6 +527,13 @@ class Hardware(Model):
         "smallest one's when they differ).",
         examples=[140.4],
     )
+    devices: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None,
+        description="Which of the machine's GPUs the server was given (nvidia-smi's indices, "
+        "in `CUDA_VISIBLE_DEVICES`'s order), where that variable chose them: the GPU of each "
+        "block of a Ray run on a node of several; absent when the server saw them all.",
+        examples=[[1]],
+    )
     interconnect: str | None = Field(
         default=None, description="How accelerators are linked.", examples=["PCIe (no NVLink)"]
     )

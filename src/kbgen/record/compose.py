@@ -205,9 +205,12 @@ def from_run(
 
 
 def _unlike(metas: list[RunMeta]) -> str:
-    """How the blocks' machines differ, their labels aside ('' when alike)."""
+    """How the blocks' machines differ, their labels and which of a node's GPUs aside ('' when
+    alike)."""
     kinds = {
-        (m.hardware or Hardware()).model_copy(update={"host": None}).model_dump_json()
+        (m.hardware or Hardware())
+        .model_copy(update={"host": None, "devices": None})
+        .model_dump_json()
         for m in metas
     }
     if len(kinds) < 2:
