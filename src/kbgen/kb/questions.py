@@ -65,7 +65,7 @@ class Part:
 
 HYPOTHESIS = ("primary_metric", "direction", "minimum_effect")
 MODEL = ("name", "quantization")
-HARDWARE = tuple(name for name in Hardware.model_fields if name != "host")
+HARDWARE = tuple(name for name in Hardware.model_fields if name not in ("host", "devices"))
 WORKLOAD = (
     "prompt_suite",
     "concurrency",
@@ -140,7 +140,7 @@ ASKED: tuple[Part, ...] = (
         "the hardware",
         Hardware,
         HARDWARE,
-        "not the host's name",
+        "not the host's name, nor which of its GPUs",
         lambda a: a.config.hardware.model_dump(mode="json", include=set(HARDWARE)),
         ("config.hardware",),
     ),
