@@ -4,6 +4,8 @@
 #
 #   bench/gpu/run.sh receive PIECE          append one transferred piece to /tmp/carry/carry.tar
 #   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
+#   bench/gpu/run.sh padded                 SmolLM2 with 12 heads (bench/vllm/pad_heads.py): one
+#                                           that divides over 2 GPUs (its 9 divide over none)
 #   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder, what the machine
 #                                           is (nvidia-smi, versions) and the spec's --estimate
 #                                           from records/ packed into OUT_DIR
@@ -58,6 +60,10 @@ install)
     python3 "$CARRY/model/convert_smollm2.py" "$MODELS/smollm2-135m-instruct" \
         --gguf "$CARRY/model/SmolLM2-135M-Instruct.Q4_1.gguf"
     took "model converted" ;;
+padded)
+    python3 "$ROOT/bench/vllm/pad_heads.py" "$MODELS/smollm2-135m-instruct" \
+        "$MODELS/smollm2-135m-instruct-12h" --heads 12
+    took "padded" ;;
 bench)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
     mkdir -p "$out" /tmp/runs
@@ -187,5 +193,5 @@ wait)
     tail -25 /tmp/bg/log
     took "waited: the background steps $([ -f /tmp/bg/rc ] && echo "ended (exit $(cat /tmp/bg/rc))" || echo "go on")" ;;
 *)
-    sed -n '2,33p' "$0"; exit 2 ;;
+    sed -n '2,35p' "$0"; exit 2 ;;
 esac
