@@ -39,7 +39,7 @@ def test_a_tensor_parallel_server_starts_names_its_layout_and_stops_with_every_r
     tmp_path: Path,
 ) -> None:
     python = vllm_env.require()
-    last_core = min(1, (os.cpu_count() or 1) - 1)
+    cores = sorted(os.sched_getaffinity(0))  # those this process may run on, not 0…N-1
     server = ProcessServer(
         launcher="process",
         command=[str(python), str(vllm_env.CLI), "serve"],
@@ -50,7 +50,7 @@ def test_a_tensor_parallel_server_starts_names_its_layout_and_stops_with_every_r
         ],
         # a rank per core (vLLM's CPU build binds each rank's threads to a NUMA node of its
         # own unless told: this machine has one); its message queue on loopback
-        env={"VLLM_CPU_OMP_THREADS_BIND": f"0|{last_core}", "VLLM_HOST_IP": "127.0.0.1"},
+        env={"VLLM_CPU_OMP_THREADS_BIND": f"{cores[0]}|{cores[-1]}", "VLLM_HOST_IP": "127.0.0.1"},
         port=free_port(),
         startup_timeout_s=600,
     )
