@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from kbgen.bench.spec import ProcessServer
 from kbgen.errors import ServerFailed
 from kbgen.kb.models import Variant
 from tests.support.free_port import free_port
+from tests.support.processes import still_running
 
 
 def _launch(script: str, tmp_path: Path, timeout_s: float = 3.0) -> tuple[ProcessLauncher, Path]:
@@ -297,14 +297,6 @@ def test_a_launch_is_timed_until_the_server_answers_healthy(tmp_path: Path) -> N
     assert again.reused and again.startup_s is None  # a reused server is no launch
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` is a live process (an unreaped zombie is not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def test_a_server_that_dies_leaves_none_of_its_processes_behind(tmp_path: Path) -> None:
     """vLLM's API server that fails at start, or is killed, leaves its engine core running
     (holding the GPU's memory for the next launch): stopping the server ends its whole group."""
@@ -319,11 +311,7 @@ def test_a_server_that_dies_leaves_none_of_its_processes_behind(tmp_path: Path) 
     with pytest.raises(ServerFailed, match="exited with code 1 while starting"):
         asyncio.run(launcher.start("v", Variant(), log, lambda s: None))
     worker = int(pidfile.read_text())
-    for _ in range(50):  # SIGKILL is delivered at once; its reaping may take a moment
-        if not _running(worker):
-            break
-        time.sleep(0.1)
-    assert not _running(worker)
+    assert still_running([worker]) == []  # SIGKILL'd with its group
 
 
 def test_a_server_has_its_own_process_group_in_kbgen_s_session(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import psutil
@@ -19,20 +18,9 @@ from kbgen.kb.models import Variant
 from kbgen.site.formats import parallel_layout
 from tests.support import vllm_env
 from tests.support.free_port import free_port
+from tests.support.processes import still_running
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "vllm-logs" / "cpu-0.32-tp2.log"
-
-
-def _alive(pids: list[int]) -> list[int]:
-    """Those of `pids` still running (a zombie is not)."""
-    found = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                found.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 def test_a_tensor_parallel_server_starts_names_its_layout_and_stops_with_every_rank(
@@ -70,11 +58,7 @@ def test_a_tensor_parallel_server_starts_names_its_layout_and_stops_with_every_r
     names, pids = list(tree.values()), list(tree)
     assert sum(name.startswith("VLLM::Worker_TP") for name in names) == 2, names
     assert any(name.startswith("VLLM::EngineCor") for name in names), names
-    for _ in range(50):  # killed at once; reaping may take a moment
-        if not _alive(pids):
-            break
-        time.sleep(0.1)
-    assert _alive(pids) == []
+    assert still_running(pids) == []
 
     text = log.read_text()
     lines = [logline.parse(i, line) for i, line in enumerate(text.splitlines(), 1)]

@@ -20,6 +20,7 @@ from kbgen.site import build
 from tests.conftest import PLAN, RECORD
 from tests.site.conftest import read_pages
 from tests.support import special
+from tests.support.processes import running
 
 
 def test_nothing_changed_means_nothing_parsed(
@@ -288,16 +289,9 @@ def _tagged(tag: str) -> set[int]:
     found = set()
     for process in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if process.environ().get("KBGEN_TEST_TAG") == tag and _running(process.pid):
+            if process.environ().get("KBGEN_TEST_TAG") == tag and running(process.pid):
                 found.add(process.pid)
     return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def _served(docs: Path) -> dict[str, str]:
@@ -358,7 +352,7 @@ def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
             render.kill()
             render.wait()
             deadline = time.monotonic() + 10
-            while (left := _tagged(tag) | set(filter(_running, descendants))) and (
+            while (left := _tagged(tag) | set(filter(running, descendants))) and (
                 time.monotonic() < deadline
             ):
                 time.sleep(0.05)
