@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kbgen.bench import budget, provenance
 from kbgen.bench import driver as bench
-from kbgen.bench import provenance
 from kbgen.bench import spec as specs
 from kbgen.bench.runs import RunFolder
 from kbgen.errors import InvalidInput
@@ -201,6 +201,36 @@ def test_a_spent_time_budget_stops_the_run_before_its_next_window(tmp_path: Path
     assert record.cost is not None and record.cost.stopped is not None
     assert record.cost.stopped.reason == "minutes" and record.workload is not None
     assert record.workload.max_minutes == 1e-6
+
+
+def test_a_round_its_arms_own_times_say_cannot_end_within_the_budget_does_not_begin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a real sweep on the H200 began its second round 14 minutes into a 15-minute budget and
+    # measured eagle3-k1 and n-gram, never its baseline (last in that round): nothing to pair
+    asked: list[tuple[list[bench.Step], str | None]] = []
+
+    def an_hour(meta: Any, ahead: list[bench.Step], serving: str | None) -> float:
+        asked.append((ahead, serving))
+        return 3600.0
+
+    monkeypatch.setattr(budget, "seconds", an_hour)
+    data = spec_data(tmp_path, {"ngram": {"speculative_config": NGRAM}}, max_minutes=30)
+    folder, launched = run(tmp_path, data, {"baseline": 1.0, "ngram": 1.05})
+    meta = folder.meta()
+    assert meta.stopped is not None and meta.stopped.reason == "minutes"
+    assert meta.stopped.round == 0 and meta.stopped.windows == 2 and len(launched) == 2
+    first = [arm for _, arm, _ in bench.steps(meta.order)[:2]]
+    # asked once, at round 2's first window: its two windows, the arm that ended round 1 serving
+    assert asked == [([(1, first[1], 0), (1, first[0], 0)], first[1])]
+
+
+def test_a_round_that_fits_the_budget_runs(tmp_path: Path) -> None:
+    data = spec_data(tmp_path, {"ngram": {"speculative_config": NGRAM}}, max_minutes=30)
+    folder, _ = run(tmp_path, data, {"baseline": 1.0, "ngram": 1.05})
+    meta = folder.meta()
+    assert meta.stopped is None or meta.stopped.reason == "decided"
+    assert {w.round for run in meta.variants.values() for w in run.windows} >= {0, 1}
 
 
 def test_a_time_budget_without_stopping_is_a_located_error(tmp_path: Path) -> None:

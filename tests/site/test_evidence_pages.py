@@ -543,3 +543,25 @@ def test_an_a_b_record_has_no_best_configuration_or_cells_to_show() -> None:
 
     card = Card.of(Record.model_validate(yaml.safe_load(RECORD)))
     assert (index.best(card), render.best_configuration(card), render.ruled_out(card)) == ("",) * 3
+
+
+def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_position(
+    tmp_path: Path, site: Site
+) -> None:
+    """The SmolLM2 plan's benchmark (EAGLE-3 at 1, 2, 3 and 5 tokens beside n-gram on one
+    H200): under its task, each drafting arm's acceptance at every draft position, read back
+    from the page and compared with the record's `spec_decode`."""
+    records = _example(tmp_path)
+    spec_decode = _yaml(records)["2026-12-04-eagle3-sweep-h200-pinned"]["spec_decode"]
+    page = site(records)["plans/next-steps-smollm2-h200.md"]
+    task = page[page.index("- [x] Benchmark the EAGLE-3 draft") :]
+    line = next(li for li in task.splitlines() if "**Acceptance by draft position:**" in li)
+    shown = line.split(":** ", 1)[1].removesuffix(".").split("; ")
+    arms = {arm: rates.split(" · ") for arm, rates in (s.split(" ", 1) for s in shown)}
+    assert list(arms) == list(spec_decode)
+    for arm, rates in arms.items():
+        expected = spec_decode[arm]["per_position_acceptance"]
+        assert [float(r.removesuffix("%")) / 100 for r in rates] == pytest.approx(
+            expected, abs=0.005
+        )
+    assert arms["eagle3-k5"][0] == "33%" and arms["ngram"] == ["60%", "42%"]

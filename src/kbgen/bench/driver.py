@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import machine, prompts, provenance, senders, totals
+from kbgen.bench import budget, machine, prompts, provenance, senders, totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.bench.run_models import (
@@ -73,13 +73,9 @@ class Events(Protocol):
 
 class NoEvents:
     def round_started(self, round: int, rounds: int) -> None: ...
-
     def waiting(self, variant: str, seconds: float) -> None: ...
-
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
-
     def load_started(self, variant: str, load: Load, todo: int) -> None: ...
-
     def sample_done(self, sample: Sample) -> None: ...
 
 
@@ -98,7 +94,7 @@ LOOK_SHARE = 0.05  # at most this share of a window's time goes to its looks (on
 # on a sweep of 1,800 samples: bench/perf/looks.py)
 
 
-Step = tuple[int, str, int]  # (round, arm, load level): one measurement window
+Step = budget.Step  # (round, arm, load level): one measurement window
 Stored = tuple[int, str] | tuple[int, str, int]  # a step as run.json keeps it
 
 
@@ -321,6 +317,7 @@ class _Run:
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
         self.began = time.monotonic()
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
+        self.serving: str | None = None  # the arm whose server runs now
         self.next_look = 0.0  # monotonic: no look inside a window before it (`LOOK_SHARE`)
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
@@ -335,9 +332,12 @@ class _Run:
         rounds = self.workload.rounds
         announced = -1
         last: int | None = None  # the round of the last window this invocation measured
+        pending = {(k.round, k.variant, k.level) for k in keys if k not in done}
         try:
             for begun, (round_, name, level) in enumerate(planned):
-                if last is not None and (self.decided or (round_ > 0 and self.out_of_time())):
+                ahead = [s for s in planned[begun:] if s[0] == round_ and s[1] not in self.dropped]
+                ahead = [s for s in ahead if s in pending] if round_ != last else []
+                if last is not None and (self.decided or (round_ > 0 and self.out_of_time(ahead))):
                     self.stop(last, begun, "decided" if self.decided else "minutes")
                     break
                 if name in self.dropped:
@@ -356,15 +356,13 @@ class _Run:
             await self.launcher.stop()
             self.folder.close()
 
-    def out_of_time(self) -> bool:
-        """Whether a stopping run's `max_minutes` are spent (this invocation's time; checked
-        from the second round on: the first measures every arm, so there is a record)."""
-        limit = self.workload.max_minutes
-        return (
-            self.look is not None
-            and limit is not None
-            and (time.monotonic() - self.began >= limit * 60)
-        )
+    def out_of_time(self, ahead: list[Step]) -> bool:
+        """Whether a stopping run's `max_minutes` (this invocation's time; from the second round
+        on: the first measures every arm, so there is a record) are spent, or would be before the
+        windows `ahead` end: those of a round about to begin (one cut short measures arms that
+        nothing pairs, its baseline last where the round before began with it)."""
+        more = budget.seconds(self.folder.meta(), ahead, self.serving) if ahead else 0.0
+        return self.look is not None and budget.spent(self.workload.max_minutes, self.began, more)
 
     def looked(self, round_: int) -> bool:
         """Look at the samples so far (a run that stops when decided): note the variants that
@@ -399,6 +397,7 @@ class _Run:
             self.folder.log(name),
             lambda seconds: self.events.waiting(name, seconds),
         )
+        self.serving = name
         workload = self.spec.workload_at(level)
         processes = senders.processes_for(workload.client_processes, workload.concurrency)
         async with contextlib.AsyncExitStack() as stack:

@@ -205,7 +205,8 @@ class WorkloadSpec(Model):
         default=None,
         gt=0,
         description="With `stop: when-decided`, a wall-time budget: no window of a round after "
-        "the first begins after it.",
+        "the first begins after it, and no such round begins whose windows, as long as this "
+        "run's own starts and windows took, would end after it.",
     )
     concurrency: Int = Field(
         default=1, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once."

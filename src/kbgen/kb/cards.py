@@ -14,7 +14,7 @@ from datetime import date
 from typing import Any
 
 from kbgen.kb import questions
-from kbgen.kb.models import Load, Outcome, Plan, Range, Record, Status
+from kbgen.kb.models import Figure, Load, Outcome, Plan, Range, Record, Status
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ClassResult:
 
 # a load level as (name, value) pairs, by name (a request rate may be a float or "inf")
 LoadItems = tuple[tuple[str, int | float | str], ...]
+Positions = tuple[tuple[str, tuple[tuple[float, float] | None, ...]], ...]  # (arm, by position)
 
 
 def load_words(load: Load | LoadItems) -> str:
@@ -115,6 +116,7 @@ class Card:
     starts: int | None = None  # what it cost (`Record.cost`): server starts,
     server_minutes: float | None = None  # the time its servers were up,
     accelerator_minutes: float | None = None  # and that times their accelerators
+    positions: Positions = ()  # each speculating arm's acceptance by draft position
 
     @property
     def when(self) -> date:
@@ -197,6 +199,7 @@ class Card:
                 SweepBest(load_items(b.load), b.variant, b.probability_best, tuple(b.ties))
                 for b in (verdict.best if verdict else ())
             ),
+            positions=_positions(record),
             starts=record.cost.starts if record.cost else None,
             server_minutes=record.cost.server_minutes if record.cost else None,
             accelerator_minutes=record.cost.accelerator_minutes if record.cost else None,
@@ -260,6 +263,10 @@ class Card:
                     for b in data["best"]
                 ),
                 "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
+                "positions": tuple(
+                    (arm, tuple(tuple(p) if p else None for p in rates))
+                    for arm, rates in data.get("positions", ())
+                ),
                 "question_facets": tuple(tuple(pair) for pair in data["question_facets"]),
                 **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},
             }
@@ -337,7 +344,20 @@ def _acceptance(record: Record) -> tuple[float, float] | None:
     """The judged variant's draft acceptance rate, as (low, high): equal for one number."""
     if record.verdict is None or (stats := record.spec_decode.get(record.verdict.variant)) is None:
         return None
-    rate = stats.acceptance_rate
+    return _bounds(stats.acceptance_rate)
+
+
+def _positions(record: Record) -> Positions:
+    """Each arm's acceptance by draft position, as (low, high) each, in the record's order."""
+    return tuple(
+        (arm, tuple(_bounds(rate) for rate in stats.per_position_acceptance))
+        for arm, stats in record.spec_decode.items()
+        if stats.per_position_acceptance
+    )
+
+
+def _bounds(rate: Figure | None) -> tuple[float, float] | None:
+    """A figure as (low, high): equal for one number."""
     if rate is None:
         return None
     return (rate.low, rate.high) if isinstance(rate, Range) else (rate, rate)
