@@ -411,3 +411,32 @@ def test_a_learned_draft_s_acceptance_falls_by_position_on_a_real_h200() -> None
     assert spec.mean_acceptance_length == pytest.approx(1 + 161 / 350)
     assert fresh.generation_tokens == 4 * 128
     assert fresh.requests_finished["length"] == 4
+
+
+EAGLE3_RECORD = H200_RECORD.parent / "2026-12-04-eagle3-sweep-h200-pinned.yaml"
+
+
+def test_a_learned_draft_s_windows_at_5_tokens_add_up_to_its_record_position_by_position() -> None:
+    """EAGLE-3 at 5 speculative tokens in the H200 sweep (vLLM 0.26.0, the draft `run.sh
+    draft` trained): its three windows, one per load, give the record's counts and its
+    acceptance at each of the 5 positions, which falls from the first to almost none."""
+    import yaml
+
+    windows = [
+        metrics.window(
+            metrics.parse(_text(f"h200-eagle3-k5-{w}-metrics-before.txt")),
+            metrics.parse(_text(f"h200-eagle3-k5-{w}-metrics-after.txt")),
+        )
+        for w in (0, 1, 2)
+    ]
+    said = yaml.safe_load(EAGLE3_RECORD.read_text())["spec_decode"]["eagle3-k5"]
+    specs = _every(w.spec_decode for w in windows)
+    for counter in ("drafts", "draft_tokens", "accepted_tokens"):
+        assert sum(getattr(s, counter) for s in specs) == said[counter], counter
+    assert sum(_every(w.generation_tokens for w in windows)) == said["generation_tokens"]
+    assert all(s.draft_tokens == 5 * s.drafts for s in specs)
+    by_position = [sum(s.accepted_per_position[i] for s in specs) for i in range(5)]
+    drafts = sum(s.drafts for s in specs)
+    rates = [accepted / drafts for accepted in by_position]
+    assert rates == pytest.approx(said["per_position_acceptance"], abs=1e-5)
+    assert rates == sorted(rates, reverse=True) and rates[0] > 0.3 and rates[4] < 0.01

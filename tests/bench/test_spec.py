@@ -195,3 +195,23 @@ def test_numbers_are_typed_finite_and_bounded(
     tmp_path: Path, old: str, new: str, field: str, message: str
 ) -> None:
     test_spec_mistakes_are_located(tmp_path, old, new, field, message)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "bench").rglob("*.yaml")), ids=lambda p: str(p.relative_to(REPO))
+)
+def test_every_spec_kbgen_ships_loads_and_resolves_tasks_its_plans_have(path: Path) -> None:
+    """The specs under bench/ are run by hand on machines a session holds for minutes (the GPU
+    machine): a mistake found there costs what it took to get there."""
+    import yaml
+
+    loaded = spec.load(path)
+    plans = {
+        data["id"]: {task["id"] for task in data["tasks"]}
+        for data in (
+            yaml.safe_load(p.read_text()) for p in (REPO / "records" / "plans").glob("*.yaml")
+        )
+    }
+    for ref in loaded.resolves:
+        plan, task = str(ref).split("#", 1)
+        assert task in plans.get(plan, set()), ref
