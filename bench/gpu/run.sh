@@ -141,9 +141,9 @@ draft)
             --lr 3e-4 --total-seq-len 8192 --num-workers 4 --log-freq 10 --seed 0 \
             --loss-implementation eager > "$out/draft-step/train.log" 2>&1
     }
-    # compiled (TRAIN_COMPILE=0: without): 5 epochs took 205 s compiled on the H200 (108 s
+    # compiled (TRAIN_COMPILE=0: without): 5 epochs took 205 s compiled on an H200 (108 s
     # compiling at the first step, 46 s at the first validation, all steps then 20 s) and
-    # 248 s without (flex attention unfused: 33-53 s an epoch)
+    # 248 s without on another (flex attention unfused: 33-53 s an epoch)
     if [ "${TRAIN_COMPILE:-1}" = 0 ]; then train TORCHDYNAMO_DISABLE=1 || status=$?
     else train || status=$?; fi
     took "trained (exit ${status:-0})"

@@ -1,5 +1,5 @@
-"""A stopping run's time budget, on the run.json of the real EAGLE-3 sweep on the H200 (round 2
-cut short by `max_minutes` before its baseline): how long the rest of a round will take."""
+"""A stopping run's time budget, on the run.json of the real EAGLE-3 sweep on the H200 (its round
+2 cut short by `max_minutes` before its baseline): how long the rest of a round will take."""
 
 from __future__ import annotations
 
@@ -8,32 +8,73 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench import budget
+from kbgen.bench import budget, driver
 from kbgen.bench.run_models import RunMeta
 
 RUN = Path(__file__).parents[1] / "fixtures" / "run-folders" / "h200-eagle3-sweep.run.json"
-# round 2 of that sweep as its order had it, the settings that left the race left out
-ROUND_2 = [(1, arm, level) for arm in ("eagle3-k1", "ngram", "baseline") for level in (2, 1, 0)]
+SAME, CHANGED = 1.488, 3.702  # between two windows: on one server; beyond a start, on another
 
 
 def meta() -> RunMeta:
     return RunMeta.model_validate_json(RUN.read_text())
 
 
-def test_the_rest_of_a_round_takes_its_arms_starts_and_their_windows_at_each_load() -> None:
-    # eagle3-k1 serves already (it ended round 1); its windows: 1.36, 3.42 and 16.55 s on
-    # average over its two rounds. n-gram starts (87.5 s, the mean of its two starts) and its
-    # windows took 0.90, 3.82 and 18.85 s; the baseline starts (117.4 s) and took 0.62, 1.68
-    # and 10.34 s
-    assert budget.seconds(meta(), ROUND_2, "eagle3-k1") == pytest.approx(262.43, abs=0.01)
-    # nothing serving: eagle3-k1 starts too (72.2 s)
-    assert budget.seconds(meta(), ROUND_2, None) == pytest.approx(262.43 + 72.21, abs=0.01)
+def round_2() -> list[budget.Step]:
+    return [step for step in driver.steps(meta().order) if step[0] == 1]
+
+
+def test_what_passes_between_two_windows_is_measured_from_the_run() -> None:
+    # on one server 0.6-2.5 s (warm-up, scrapes); a start took 1.5-5.3 s more than its start-up
+    starts = {"eagle3-k2": 148.45, "eagle3-k3": 98.31, "eagle3-k5": 86.77}
+    starts |= {"ngram": 87.52, "eagle3-k1": 72.21, "baseline": 117.39}
+    gaps = budget._gaps(meta(), starts)
+    assert gaps.same == pytest.approx(SAME, abs=1e-3)
+    assert gaps.changed == pytest.approx(CHANGED, abs=1e-2)
+
+
+def test_the_rest_of_a_round_takes_its_arms_starts_windows_and_what_passes_between() -> None:
+    # the sweep's round 2, in its order: eagle3-k1 (serving already: it ended round 1), n-gram,
+    # eagle3-k5, -k3, -k2, the baseline, each at 32, 8, then 1 stream; each arm's windows over
+    # its rounds (s) and its mean start, as run.json has them
+    windows = {"eagle3-k1": 21.28, "ngram": 23.65, "eagle3-k5": 38.44}
+    windows |= {"eagle3-k3": 31.93, "eagle3-k2": 31.67, "baseline": 12.59}
+    starts = {"ngram": 87.52, "eagle3-k5": 86.77, "eagle3-k3": 98.31}
+    starts |= {"eagle3-k2": 148.45, "baseline": 117.39}
+    assert [arm for _, arm, _ in round_2()[::3]] == list(windows)
+    expected = sum(windows.values()) + sum(starts.values()) + 5 * CHANGED + 13 * SAME
+    assert budget.seconds(meta(), round_2(), "eagle3-k1") == pytest.approx(expected, abs=0.1)
+    assert expected / 60 == pytest.approx(12.3, abs=0.05)  # it began with a minute left
+    # nothing serving: eagle3-k1 starts too
+    alone = budget.seconds(meta(), round_2(), None) - budget.seconds(meta(), round_2(), "eagle3-k1")
+    assert alone == pytest.approx(72.21 + CHANGED - SAME, abs=0.01)
 
 
 def test_an_arm_not_measured_yet_takes_the_mean_start_and_window_of_all() -> None:
-    # 7 starts (mean 99.7 s), 22 windows (mean 8.27 s)
-    assert budget.seconds(meta(), [(1, "other", 0)], None) == pytest.approx(108.0, abs=0.01)
+    # 7 starts (mean 99.74 s), 22 windows (mean 8.26 s)
+    got = budget.seconds(meta(), [(1, "other", 0)], None)
+    assert got == pytest.approx(99.74 + CHANGED + 8.26, abs=0.01)
     assert budget.seconds(meta(), [], "eagle3-k1") == 0.0
+
+
+def test_an_arm_measured_without_a_timed_start_starts_nothing() -> None:
+    # an external server, or one reused from an arm of the same command line: no start-up
+    run = meta()
+    run.variants["eagle3-k1"].startup_s = []
+    starts = {
+        arm: sum(v.startup_s) / len(v.startup_s) for arm, v in run.variants.items() if v.startup_s
+    }
+    changed = budget._gaps(run, starts).changed  # its 73.7 s after n-gram now all overhead
+    got = budget.seconds(run, [(1, "eagle3-k1", 0)], "baseline")
+    assert got == pytest.approx(changed + 16.57, abs=0.01) and got < 72.21
+
+
+def test_a_run_of_one_load_keeps_its_windows_under_level_none() -> None:
+    run = meta()
+    for arm in run.variants.values():
+        for window in arm.windows:
+            window.level = None  # as a run of one load writes them
+    got = budget.seconds(run, [(1, "baseline", 0)], "baseline")
+    assert got == pytest.approx(SAME + (10.33 + 1.70 + 0.56) / 3, abs=0.01)
 
 
 def test_a_budget_is_spent_when_what_is_left_of_it_cannot_hold_what_is_to_come() -> None:

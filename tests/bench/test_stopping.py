@@ -225,12 +225,24 @@ def test_a_round_its_arms_own_times_say_cannot_end_within_the_budget_does_not_be
     assert asked == [([(1, first[1], 0), (1, first[0], 0)], first[1])]
 
 
-def test_a_round_that_fits_the_budget_runs(tmp_path: Path) -> None:
+def test_a_round_that_fits_the_budget_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    predicted: list[float] = []
+    real = budget.seconds
+
+    def spy(meta: Any, ahead: list[bench.Step], serving: str | None) -> float:
+        predicted.append(real(meta, ahead, serving))
+        return predicted[-1]
+
+    monkeypatch.setattr(budget, "seconds", spy)
     data = spec_data(tmp_path, {"ngram": {"speculative_config": NGRAM}}, max_minutes=30)
     folder, _ = run(tmp_path, data, {"baseline": 1.0, "ngram": 1.05})
     meta = folder.meta()
     assert meta.stopped is None or meta.stopped.reason == "decided"
-    assert {w.round for run in meta.variants.values() for w in run.windows} >= {0, 1}
+    rounds = {w.round for run in meta.variants.values() for w in run.windows}
+    assert len(rounds) >= 2 and len(predicted) == len(rounds) - 1  # asked at each next round
+    # a round of the paced server's two windows: seconds, a start its (stand-in's) instant
+    spans = [(w.end_ns - w.start_ns) / 1e9 for v in meta.variants.values() for w in v.windows]
+    assert all(min(spans) < p < 60 for p in predicted), (predicted, spans)
 
 
 def test_a_time_budget_without_stopping_is_a_located_error(tmp_path: Path) -> None:

@@ -330,7 +330,15 @@ def test_interval(effect: float, bounds: Any, shown: str) -> None:
 
 @pytest.mark.parametrize(
     ("bounds", "shown"),
-    [((0.17, 0.31), "17–31%"), ((0.362301, 0.362301), "36%"), ((0.361, 0.364), "36%"), (None, "–")],
+    [
+        ((0.17, 0.31), "17–31%"),
+        ((0.362301, 0.362301), "36%"),
+        ((0.361, 0.364), "36%"),
+        (None, "–"),
+        ((0.00149, 0.00149), "0.1%"),  # EAGLE-3's fifth position on the H200: not 0%
+        ((0.0, 0.0), "0%"),
+        ((0.00672, 0.00672), "1%"),
+    ],
 )
 def test_acceptance(bounds: Any, shown: str) -> None:
     assert render.acceptance(bounds) == shown
@@ -564,4 +572,7 @@ def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_pos
         assert [float(r.removesuffix("%")) / 100 for r in rates] == pytest.approx(
             expected, abs=0.005
         )
-    assert arms["eagle3-k5"][0] == "33%" and arms["ngram"] == ["60%", "42%"]
+    assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"] and arms["ngram"] == [
+        "60%",
+        "42%",
+    ]

@@ -332,12 +332,11 @@ class _Run:
         rounds = self.workload.rounds
         announced = -1
         last: int | None = None  # the round of the last window this invocation measured
-        pending = {(k.round, k.variant, k.level) for k in keys if k not in done}
+        self.pending: set[Step] = {(k.round, k.variant, k.level) for k in keys if k not in done}
         try:
             for begun, (round_, name, level) in enumerate(planned):
-                ahead = [s for s in planned[begun:] if s[0] == round_ and s[1] not in self.dropped]
-                ahead = [s for s in ahead if s in pending] if round_ != last else []
-                if last is not None and (self.decided or (round_ > 0 and self.out_of_time(ahead))):
+                rest = planned[begun:] if round_ != last else []  # a round begins: what it holds
+                if last is not None and (self.decided or (round_ > 0 and self.out_of_time(rest))):
                     self.stop(last, begun, "decided" if self.decided else "minutes")
                     break
                 if name in self.dropped:
@@ -356,13 +355,16 @@ class _Run:
             await self.launcher.stop()
             self.folder.close()
 
-    def out_of_time(self, ahead: list[Step]) -> bool:
-        """Whether a stopping run's `max_minutes` (this invocation's time; from the second round
-        on: the first measures every arm, so there is a record) are spent, or would be before the
-        windows `ahead` end: those of a round about to begin (one cut short measures arms that
-        nothing pairs, its baseline last where the round before began with it)."""
+    def out_of_time(self, rest: list[Step]) -> bool:
+        """Whether a stopping run's `max_minutes` (this invocation's; from round 2 on) are spent,
+        or would be before the windows left of the round `rest` begins: a round cut short
+        measures arms nothing pairs (its baseline last, where the round before began with it)."""
+        if self.look is None or self.workload.max_minutes is None:
+            return False
+        ahead = [s for s in rest if s[0] == rest[0][0] and s[1] not in self.dropped]
+        ahead = [s for s in ahead if s in self.pending]
         more = budget.seconds(self.folder.meta(), ahead, self.serving) if ahead else 0.0
-        return self.look is not None and budget.spent(self.workload.max_minutes, self.began, more)
+        return budget.spent(self.workload.max_minutes, self.began, more)
 
     def looked(self, round_: int) -> bool:
         """Look at the samples so far (a run that stops when decided): note the variants that

@@ -68,10 +68,11 @@ def interval(value: float | None, bounds: tuple[float, float] | None = None) -> 
 
 
 def acceptance(bounds: tuple[float, float] | None) -> str:
-    """A draft acceptance rate, `36%`, or the range it was reported as, `17–31%`."""
+    """A draft acceptance rate, `36%`, or the range it was reported as, `17–31%`; under half a
+    percent to a tenth (`0.1%`: not `0%`, which it is not)."""
     if bounds is None:
         return "–"
-    low, high = (f"{value:.0%}" for value in bounds)
+    low, high = (f"{value:.1%}" if 0 < value < 0.005 else f"{value:.0%}" for value in bounds)
     return low if low == high else f"{low.removesuffix('%')}–{high}"
 
 
