@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench import budget, driver
+from kbgen.bench import budget, driver, spec
 from kbgen.bench.run_models import RunMeta
+from tests.conftest import REPO
 
 RUN = Path(__file__).parents[1] / "fixtures" / "run-folders" / "h200-eagle3-sweep.run.json"
 SAME, CHANGED = 1.488, 3.702  # between two windows: on one server; beyond a start, on another
@@ -47,6 +48,31 @@ def test_the_rest_of_a_round_takes_its_arms_starts_windows_and_what_passes_betwe
     # nothing serving: eagle3-k1 starts too
     alone = budget.seconds(meta(), round_2(), None) - budget.seconds(meta(), round_2(), "eagle3-k1")
     assert alone == pytest.approx(72.21 + CHANGED - SAME, abs=0.01)
+
+
+def test_the_run_s_own_round_1_is_predicted_within_3_percent() -> None:
+    # from its first window's start to its last window's end, as the run measured them, against
+    # what its own figures predict for those 18 windows (the baseline's server up already)
+    run = meta()
+    first = [w for arm in run.variants.values() for w in arm.windows if w.round == 0]
+    took = (max(w.end_ns for w in first) - min(w.start_ns for w in first)) / 1e9
+    round_1 = [step for step in driver.steps(run.order) if step[0] == 0]
+    predicted = budget.seconds(run, round_1, "baseline") - SAME  # no gap before the first
+    assert took == pytest.approx(706.3, abs=0.1)
+    assert predicted == pytest.approx(took, rel=0.03)  # 689.2 s: the n-gram arm's mean start
+
+
+def test_the_deciding_spec_s_two_rounds_are_predicted_from_the_sweep() -> None:
+    # bench/gpu/eagle3-k1-h200-pinned.yaml (its comments and bench/gpu/README.md say 5.9 and
+    # 3.9 minutes): its eagle3 arm is the sweep's eagle3-k1
+    decider = spec.load(REPO / "bench" / "gpu" / "eagle3-k1-h200-pinned.yaml")
+    planned = driver.steps(driver.windows(decider))
+    named = [(r, "eagle3-k1" if arm == "eagle3" else arm, level) for r, arm, level in planned]
+    round_1 = [step for step in named if step[0] == 0]
+    round_2 = [step for step in named if step[0] == 1]
+    assert budget.seconds(meta(), round_1, None) / 60 == pytest.approx(5.9, abs=0.05)
+    assert budget.seconds(meta(), round_2, round_1[-1][1]) / 60 == pytest.approx(3.9, abs=0.05)
+    assert decider.workload.rounds == 2 and decider.workload.max_minutes == 14
 
 
 def test_an_arm_not_measured_yet_takes_the_mean_start_and_window_of_all() -> None:

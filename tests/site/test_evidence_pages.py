@@ -551,6 +551,7 @@ def test_an_a_b_record_has_no_best_configuration_or_cells_to_show() -> None:
 
     card = Card.of(Record.model_validate(yaml.safe_load(RECORD)))
     assert (index.best(card), render.best_configuration(card), render.ruled_out(card)) == ("",) * 3
+    assert render.acceptance_by_position(card) == ""  # one drafting arm: its headline says it
 
 
 def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_position(
@@ -572,7 +573,5 @@ def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_pos
         assert [float(r.removesuffix("%")) / 100 for r in rates] == pytest.approx(
             expected, abs=0.005
         )
-    assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"] and arms["ngram"] == [
-        "60%",
-        "42%",
-    ]
+    assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"]
+    assert arms["ngram"] == ["60%", "42%"]

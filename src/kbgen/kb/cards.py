@@ -265,7 +265,7 @@ class Card:
                 "acceptance": tuple(data["acceptance"]) if data["acceptance"] else None,
                 "positions": tuple(
                     (arm, tuple(tuple(p) if p else None for p in rates))
-                    for arm, rates in data.get("positions", ())
+                    for arm, rates in data["positions"]
                 ),
                 "question_facets": tuple(tuple(pair) for pair in data["question_facets"]),
                 **{k: tuple(data[k]) for k in ("tags", "resolves", "supersedes")},

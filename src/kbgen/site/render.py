@@ -100,6 +100,16 @@ def best_configuration(card: Card) -> str:
     return "; ".join(said)
 
 
+def acceptance_by_position(card: Card) -> str:
+    """Each drafting arm's acceptance at each draft position, for a record of more than one
+    such arm: `ngram 60% · 42%; eagle3-k1 36%`; empty otherwise (the headline has one arm's)."""
+    if len(card.positions) < 2:
+        return ""
+    return "; ".join(
+        f"{arm} {' · '.join(acceptance(rate) for rate in rates)}" for arm, rates in card.positions
+    )
+
+
 def ruled_out(card: Card) -> str:
     """A sweep's refuted cells, each with its classes: `k5 at concurrency 1 (coding); k3 at
     concurrency 8 (coding, math)`; empty when it refuted none (and for an A/B record)."""
@@ -306,6 +316,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         load_words=load_words,
         parallel_layout=parallel_layout,
         best_configuration=best_configuration,
+        acceptance_by_position=acceptance_by_position,
         ruled_out=ruled_out,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
