@@ -25,11 +25,13 @@
 #   bench/gpu/run.sh background 'STEPS'     the shell line STEPS (run.sh steps) in a session of its
 #                                           own that outlives the command: no start lost to the
 #                                           machine's 10-minute limit; its log in /tmp/bg/log
-#   bench/gpu/run.sh wait OUT_DIR SECONDS   until the background steps end or SECONDS pass, then
-#                                           into OUT_DIR: their log, the files they wrote to
+#                                           (BG=/tmp/bg), its files in /tmp/bg/out (emptied first)
+#   bench/gpu/run.sh wait OUT_DIR SECONDS   until the background steps end or SECONDS pass, and
+#                                           into OUT_DIR at the end and every WAIT_EVERY (60) s
+#                                           before it: their log, the files they wrote to
 #                                           /tmp/bg/out since the last wait, and a copy of the newest
-#                                           run folder so far; STOP=1: stop the bench first (as
-#                                           Ctrl-C does: samples kept) and wait for it to end
+#                                           run folder so far (RUNS=/tmp/runs); STOP=1: stop the
+#                                           bench first (as Ctrl-C does: samples kept), wait for it
 #
 # Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
 # (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time. BENCH_ARGS: more options of
@@ -37,7 +39,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-CARRY=/tmp/carry SITE=/tmp/site MODELS=/tmp/models
+CARRY=/tmp/carry SITE=/tmp/site MODELS=/tmp/models RUNS=${RUNS:-/tmp/runs} BG=${BG:-/tmp/bg}
 export PYTHONPATH="$ROOT/src:$SITE" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 t0=$(date +%s)
@@ -66,21 +68,21 @@ padded)
     took "padded" ;;
 bench)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
-    mkdir -p "$out" /tmp/runs
+    mkdir -p "$out" "$RUNS"
     describe "$out/$name"
     cd "$ROOT"
     python3 -m kbgen bench "$spec" --estimate --records records > "$out/$name.estimate.txt" || true
     # BENCH_LIMIT_S: stop (as Ctrl-C does: samples kept) before the machine's per-command limit;
     # `run.sh resume` then goes on where it stopped
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
-        python3 -m kbgen bench "$spec" --runs /tmp/runs ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
+        python3 -m kbgen bench "$spec" --runs "$RUNS" ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
     run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
-    [ -d "$run" ] || run="$(ls -dt /tmp/runs/*/ | head -1)"
+    [ -d "$run" ] || run="$(ls -dt "$RUNS"/*/ | head -1)"
     tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
     took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
     exit "${status:-0}" ;;
 resume)
-    out="$2" run="$(ls -dt /tmp/runs/*/ | head -1)" && run="${run%/}"
+    out="$2" run="$(ls -dt "$RUNS"/*/ | head -1)" && run="${run%/}"
     cd "$ROOT"
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
         python3 -m kbgen bench --resume "$run" ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
@@ -161,31 +163,45 @@ draft-in)
     echo "$want  /tmp/draft/model.safetensors" | sha256sum -c -
     took "draft in /tmp/draft (sha256 $want)" ;;
 background)
-    mkdir -p /tmp/bg/out && rm -f /tmp/bg/rc /tmp/bg/waited
+    # a fresh out folder: a wait brings back only what these steps write (an earlier job's
+    # run.tar.gz left there once stood in for the new run's, which was lost)
+    rm -rf "$BG" && mkdir -p "$BG/out"
     # a command's background job starts with SIGINT ignored (no job control), which kbgen's
     # children would inherit: reset it, so that STOP=1 stops the bench as Ctrl-C does
     python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid()
-os.execvp("bash", ["bash", "-c", sys.argv[1] + "; echo $? > /tmp/bg/rc"])' "$2" \
-        > /tmp/bg/log 2>&1 < /dev/null &
-    echo $! > /tmp/bg/pid
+os.execvp("bash", ["bash", "-c", sys.argv[1] + "; echo $? > " + sys.argv[2] + "/rc"])' "$2" "$BG" \
+        > "$BG/log" 2>&1 < /dev/null &
+    echo $! > "$BG/pid"
     took "started in the background (pid $!): $2" ;;
 wait)
     out="$2" limit="$3"
-    if [ "${STOP:-0}" = 1 ] && [ ! -f /tmp/bg/rc ]; then
-        pid="$(pgrep -s "$(cat /tmp/bg/pid)" -f 'kbgen bench' | head -1 || true)"
+    if [ "${STOP:-0}" = 1 ] && [ ! -f "$BG/rc" ]; then
+        pid="$(pgrep -s "$(cat "$BG/pid")" -f 'kbgen bench' | head -1 || true)"
         [ -n "$pid" ] && kill -INT "$pid" && echo "run.sh: stopping kbgen bench (pid $pid)"
     fi
-    for ((i = 0; i < limit; i += 5)); do [ -f /tmp/bg/rc ] && break; sleep 5; done
-    mkdir -p "$out" && cp /tmp/bg/log "$out/background.log"
-    touch /tmp/bg/waiting  # what is written from now on comes back with the next wait
-    since=(); [ -f /tmp/bg/waited ] && since=(-newer /tmp/bg/waited)
-    find /tmp/bg/out -maxdepth 1 -type f "${since[@]}" -exec cp {} "$out/" \;
-    mv /tmp/bg/waiting /tmp/bg/waited
-    run="$(ls -dt /tmp/runs/*/ 2>/dev/null | head -1)" && run="${run%/}"
-    [ -z "$run" ] || ls "$out"/*.run.tar.gz > /dev/null 2>&1 \
-        || tar -C /tmp/runs -czf "$out/$(basename "$run").run.tar.gz" "$(basename "$run")"
-    tail -25 /tmp/bg/log
-    took "waited: the background steps $([ -f /tmp/bg/rc ] && echo "ended (exit $(cat /tmp/bg/rc))" || echo "go on")" ;;
+    mkdir -p "$out" && touch "$BG/waiting"  # what is written from now on comes back next time too
+    # into OUT_DIR every WAIT_EVERY seconds as well as at the end: a command stopped at the
+    # machine's limit (or the session's GPU time) still brings back what is under OUT_DIR
+    bring() {
+        cp "$BG/log" "$out/background.log"
+        since=(); [ -f "$BG/waited" ] && since=(-newer "$BG/waited")
+        find "$BG/out" -maxdepth 1 -type f "${since[@]}" -exec cp {} "$out/" \;
+        run="$(ls -dt "$RUNS"/*/ 2>/dev/null | head -1)" && run="${run%/}" && copy="$out/$(basename "$run").run.tar.gz"
+        # the newest run folder so far, unless the steps packed it since (run.sh bench: SPEC.run.tar.gz)
+        if [ -n "$(find "$BG/out" -maxdepth 1 -name '*.run.tar.gz' "${since[@]}")" ]; then
+            rm -f "${copy:-}"
+        elif [ -n "$run" ]; then
+            tar -C "$RUNS" -czf "$copy" "$(basename "$run")"
+        fi
+    }
+    for ((i = 0; i < limit; i += 5)); do
+        [ -f "$BG/rc" ] && break
+        (( i > 0 && i % ${WAIT_EVERY:-60} == 0 )) && bring
+        sleep 5
+    done
+    bring && mv "$BG/waiting" "$BG/waited"
+    tail -25 "$BG/log"
+    took "waited: the background steps $([ -f "$BG/rc" ] && echo "ended (exit $(cat "$BG/rc"))" || echo "go on")" ;;
 *)
     sed -n '2,35p' "$0"; exit 2 ;;
 esac

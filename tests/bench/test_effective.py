@@ -177,7 +177,8 @@ def test_which_warnings_are_a_choice_of_the_engine(warning: str, setting: str | 
 
 def test_a_draft_model_s_start_up_is_read_from_a_real_h200_log() -> None:
     """EAGLE-3 on vLLM 0.26 (one H200): the draft's own weights load after the target's
-    ("Loading drafter model..."), and both models' memory is one figure."""
+    ("Loading drafter model..."), and both models' memory is one figure; its head compiles
+    after the target's backbone (19.26 + 9.61 s: the engine's "compilation: 28.87 s")."""
     found = effective.of_lines(logline.lines((LOGS / "h200-0.26-eagle3.log").read_text()))
     assert found is not None and len(found.startup) == 1
     assert found.startup[0] == {
@@ -186,6 +187,7 @@ def test_a_draft_model_s_start_up_is_read_from_a_real_h200_log() -> None:
         "model_memory_gib": 0.27,
         "model_load_s": 0.583085,
         "compile_s": 19.26,
+        "draft_compile_s": 9.61,
         "kv_cache_gib": 67.58,
         "graph_capture_s": 5.0,
         "graph_memory_gib": 0.38,
@@ -223,7 +225,8 @@ def test_each_launch_has_its_own_start_up_and_a_warm_compile_cache_shows() -> No
 
 def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_its_place() -> None:
     """Two workers of one launch: the second's target weights, logged after the first's
-    "Loading drafter model...", are still the target's; a launch that died before loading
+    "Loading drafter model...", are still the target's, and its first torch.compile after the
+    first's is the target's too; a launch that died before loading
     anything keeps its place, so the phases stay beside their launches' start-up times."""
     log = "\n".join(
         [
@@ -234,6 +237,10 @@ def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_i
             "(Worker_TP0 pid=11) INFO 12-03 10:00:02 [l.py:1] Loading weights took 0.10 seconds",
             "(Worker_TP1 pid=12) INFO 12-03 10:00:02 [r.py:1] Loading drafter model...",
             "(Worker_TP1 pid=12) INFO 12-03 10:00:03 [l.py:1] Loading weights took 0.20 seconds",
+            "(Worker_TP1 pid=12) INFO 12-03 10:00:04 [m.py:1] torch.compile took 11.00 s in total",
+            "(Worker_TP0 pid=11) INFO 12-03 10:00:04 [m.py:1] torch.compile took 10.00 s in total",
+            "(Worker_TP1 pid=12) INFO 12-03 10:00:05 [m.py:1] torch.compile took 4.00 s in total",
+            "(Worker_TP0 pid=11) INFO 12-03 10:00:05 [m.py:1] torch.compile took 3.00 s in total",
             "$ vllm serve m",
             "(APIServer pid=20) ERROR 12-03 10:01:00 [api.py:1] it died",
             "$ vllm serve m",
@@ -243,7 +250,7 @@ def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_i
     found = effective.of_lines(logline.lines(log))
     assert found is not None
     assert found.startup == [
-        {"weights_s": 2.0, "draft_weights_s": 0.1},
+        {"weights_s": 2.0, "draft_weights_s": 0.1, "compile_s": 11.0, "draft_compile_s": 4.0},
         {},
         {"weights_s": 1.0},
     ]
@@ -253,7 +260,7 @@ def test_every_start_up_phase_it_reads_is_named_by_the_schema_and_the_page() -> 
     from kbgen.site.render import STARTUP_WORDS
 
     read = {name for _, names in effective._STARTUP for name in names.values()}
-    read.add("draft_weights_s")  # the weights after "Loading drafter model"
+    read |= {"draft_weights_s", "draft_compile_s"}  # after "Loading drafter model"
     described = EffectiveSettings.model_fields["startup"].description or ""
     assert read == set(STARTUP_WORDS)
     assert all(f"`{name}`" in described for name in read)

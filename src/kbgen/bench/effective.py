@@ -10,6 +10,7 @@ import ast
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbgen.bench.logline import Line
@@ -42,7 +43,7 @@ _BEHAVIOUR: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(r"using the V1 model runner instead", re.I), "model_runner", "V1"),
 ]
 # a start-up phase's figures: (pattern, {group: phase}); the weights of a model that follows
-# "Loading drafter model..." are the draft's
+# "Loading drafter model..." are the draft's, and so is that process's second torch.compile
 _STARTUP: list[tuple[re.Pattern[str], dict[str, str]]] = [
     (re.compile(r"^Loading weights took (?P<s>[\d.]+) seconds"), {"s": "weights_s"}),
     (
@@ -59,6 +60,18 @@ _STARTUP: list[tuple[re.Pattern[str], dict[str, str]]] = [
     (re.compile(r"^init engine \(.*\) took (?P<s>[\d.]+) s"), {"s": "engine_init_s"}),
 ]
 _DRAFTER = "Loading drafter model"
+
+
+@dataclass
+class _Processes:
+    """What the processes of one launch have logged so far, each by its source (every worker
+    logs its own phases)."""
+
+    drafting: set[str] = field(default_factory=set)  # its next weights are a draft model's
+    drafted: set[str] = field(default_factory=set)  # it loaded a draft's weights
+    compiled: set[str] = field(default_factory=set)  # it logged a torch.compile
+
+
 _CHANGES = re.compile(
     r"not (?:yet )?supported|does not (?:yet )?support|not compatible|\bdisabl(?:e|ed|es|ing)\b"
     r"|fall(?:s|ing)? ?back|fallback|\binstead\b|\bignored\b|\boverrid(?:e|es|den|ing)\b",
@@ -75,13 +88,13 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     warnings: list[str] = []
     before: dict[str, float] = {}  # phases logged before any launch line: a log not kbgen's
     startup: list[dict[str, float]] = []  # each launch's, empty where it logged none
-    drafting: set[str] = set()  # the processes whose next weights are a draft model's
+    processes = _Processes()
     for line in lines:
         message = line.message.strip()
         if line.launch:
             startup.append({})
-            drafting = set()
-        _phase(message, line.source, startup[-1] if startup else before, drafting)
+            processes = _Processes()
+        _phase(message, line.source, startup[-1] if startup else before, processes)
         if message.startswith(NON_DEFAULT):
             args.update(_args(message[len(NON_DEFAULT) :]))
         elif found := _CONFIG.search(message):
@@ -103,19 +116,26 @@ def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:
     )
 
 
-def _phase(message: str, source: str, phases: dict[str, float], drafting: set[str]) -> None:
+def _phase(message: str, source: str, phases: dict[str, float], processes: _Processes) -> None:
     """Add the start-up figure `message` (written by process `source`) gives, if any, to its
     launch's `phases`: the first of each (every worker may log one). A process's weights after
-    its "Loading drafter model..." are a draft model's (n-gram says it too, and loads none)."""
+    its "Loading drafter model..." are a draft model's (n-gram says it too, and loads none), and
+    so is the second torch.compile of a process that loaded them (EAGLE-3's head, after the
+    target's backbone)."""
     if message.startswith(_DRAFTER):
-        drafting.add(source)
+        processes.drafting.add(source)
         return
     for pattern, names in _STARTUP:
         if found := pattern.search(message):
             for group, name in names.items():
-                if name == "weights_s" and source in drafting:
-                    drafting.discard(source)
+                if name == "weights_s" and source in processes.drafting:
+                    processes.drafting.discard(source)
+                    processes.drafted.add(source)
                     name = "draft_weights_s"
+                elif name == "compile_s":
+                    if source in processes.compiled and source in processes.drafted:
+                        name = "draft_compile_s"
+                    processes.compiled.add(source)
                 phases.setdefault(name, float(found.group(group)))
             return
 

@@ -1159,7 +1159,8 @@ class EffectiveSettings(Model):
         default_factory=list,
         description="Each launch's start-up as its log told it, in launch order: `weights_s` "
         "(the target's weights), `draft_weights_s` (a draft model's own), `model_load_s` and "
-        "`model_memory_gib` (both models loaded), `compile_s` (torch.compile), "
+        "`model_memory_gib` (both models loaded), `compile_s` (torch.compile; the target's "
+        "where a draft model compiles too), `draft_compile_s` (the draft's torch.compile), "
         "`graph_capture_s` and `graph_memory_gib` (CUDA graphs), `kv_cache_gib` and "
         "`engine_init_s` (profiling, KV cache and warm-up); a phase it did not log is absent.",
         examples=[[{"weights_s": 0.08, "draft_weights_s": 0.01, "compile_s": 19.26}]],

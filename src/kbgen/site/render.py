@@ -415,6 +415,7 @@ STARTUP_WORDS = {
     "model_load_s": "models loaded",
     "model_memory_gib": "models",
     "compile_s": "torch.compile",
+    "draft_compile_s": "draft's torch.compile",
     "graph_capture_s": "CUDA graphs",
     "graph_memory_gib": "CUDA graphs",
     "kv_cache_gib": "KV cache",
