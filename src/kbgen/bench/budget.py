@@ -62,7 +62,8 @@ def seconds(meta: RunMeta, rest: Sequence[Step], serving: str | None) -> float:
     took beyond a start, else what passes between two windows on one server; then its mean
     window at that load level. An arm not started yet takes the mean start of all arms (one
     measured without a timed start, none: an external or reused server); one not measured at
-    that level, the mean window of all."""
+    that level, the mean window of all. An arm whose only start was a fresh machine's first
+    (cold caches) is predicted as slow to start again: a margin the spec's budget must leave."""
     starts = {arm: fmean(run.startup_s) for arm, run in meta.variants.items() if run.startup_s}
     spans: dict[tuple[str, int], list[float]] = {}
     for arm, run in meta.variants.items():
