@@ -26,12 +26,13 @@
 #                                           own that outlives the command: no start lost to the
 #                                           machine's 10-minute limit; its log in /tmp/bg/log
 #                                           (BG=/tmp/bg), its files in /tmp/bg/out (emptied first)
-#   bench/gpu/run.sh wait OUT_DIR SECONDS   until the background steps end or SECONDS pass, and
-#                                           into OUT_DIR at the end and every WAIT_EVERY (60) s
-#                                           before it: their log, the files they wrote to
-#                                           /tmp/bg/out since the last wait, and a copy of the newest
-#                                           run folder so far (RUNS=/tmp/runs); STOP=1: stop the
-#                                           bench first (as Ctrl-C does: samples kept), wait for it
+#   bench/gpu/run.sh wait OUT_DIR SECONDS   until the background steps end or SECONDS pass
+#                                           (looking every WAIT_TICK, 5 s), and into OUT_DIR at
+#                                           the end and every WAIT_EVERY (60) s before it: their
+#                                           log, the files they wrote to /tmp/bg/out since the
+#                                           last wait, and a copy of the newest run folder so far
+#                                           (RUNS=/tmp/runs), packed whole or not at all; STOP=1:
+#                                           stop the bench first (as Ctrl-C does: samples kept)
 #
 # Everything lives under /tmp (SITE=/tmp/site, MODELS=/tmp/models); kbgen runs from this checkout
 # (PYTHONPATH=<repo>/src:/tmp/site). Each step prints its time. BENCH_ARGS: more options of
@@ -44,6 +45,12 @@ export PYTHONPATH="$ROOT/src:$SITE" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFOR
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 t0=$(date +%s)
 took() { echo "run.sh: $1 in $(( $(date +%s) - t0 )) s"; }
+pack() {  # DIR NAME FILE: DIR/NAME into FILE (a gzipped tar), whole or not at all; files that
+    # change as they are read (a run that goes on) are packed as they were (tar's exit 1)
+    tar --warning=no-file-changed -C "$1" -czf "$3.part" "$2" || [ $? -eq 1 ] \
+        || { rm -f "$3.part"; return 1; }
+    mv "$3.part" "$3"
+}
 describe() {  # what the machine is, beside a run: PREFIX.nvidia-smi.csv, PREFIX.versions.txt
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$1.nvidia-smi.csv" || true
     python3 -c "import torch, vllm, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, vllm.__version__)" > "$1.versions.txt" || true
@@ -78,7 +85,7 @@ bench)
         python3 -m kbgen bench "$spec" --runs "$RUNS" ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
     run="$(tail -1 /tmp/bench.out)"  # the run folder; a failed run's is the newest one
     [ -d "$run" ] || run="$(ls -dt "$RUNS"/*/ | head -1)"
-    tar -C "$(dirname "$run")" -czf "$out/$name.run.tar.gz" "$(basename "$run")"
+    pack "$(dirname "$run")" "$(basename "$run")" "$out/$name.run.tar.gz"
     took "bench $name (run folder $(basename "$run"), exit ${status:-0})"
     exit "${status:-0}" ;;
 resume)
@@ -87,7 +94,7 @@ resume)
     ${BENCH_LIMIT_S:+timeout --signal=INT --kill-after=60 "$BENCH_LIMIT_S"} \
         python3 -m kbgen bench --resume "$run" ${BENCH_ARGS:-} > /tmp/bench.out || status=$?
     mkdir -p "$out"
-    tar -C "$(dirname "$run")" -czf "$out/$(basename "$run").run.tar.gz" "$(basename "$run")"
+    pack "$(dirname "$run")" "$(basename "$run")" "$out/$(basename "$run").run.tar.gz"
     took "resumed $(basename "$run") (exit ${status:-0})"
     exit "${status:-0}" ;;
 agreement)
@@ -163,13 +170,12 @@ draft-in)
     echo "$want  /tmp/draft/model.safetensors" | sha256sum -c -
     took "draft in /tmp/draft (sha256 $want)" ;;
 background)
-    # a fresh out folder: a wait brings back only what these steps write (an earlier job's
-    # run.tar.gz left there once stood in for the new run's, which was lost)
+    # a fresh out folder: a wait brings back these steps' files and no earlier job's
     rm -rf "$BG" && mkdir -p "$BG/out"
     # a command's background job starts with SIGINT ignored (no job control), which kbgen's
     # children would inherit: reset it, so that STOP=1 stops the bench as Ctrl-C does
     python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid()
-os.execvp("bash", ["bash", "-c", sys.argv[1] + "; echo $? > " + sys.argv[2] + "/rc"])' "$2" "$BG" \
+os.execvp("bash", ["bash", "-c", sys.argv[1] + "; echo $? > \"$0\"", sys.argv[2] + "/rc"])' "$2" "$BG" \
         > "$BG/log" 2>&1 < /dev/null &
     echo $! > "$BG/pid"
     took "started in the background (pid $!): $2" ;;
@@ -185,23 +191,30 @@ wait)
     bring() {
         cp "$BG/log" "$out/background.log"
         since=(); [ -f "$BG/waited" ] && since=(-newer "$BG/waited")
-        find "$BG/out" -maxdepth 1 -type f "${since[@]}" -exec cp {} "$out/" \;
-        run="$(ls -dt "$RUNS"/*/ 2>/dev/null | head -1)" && run="${run%/}" && copy="$out/$(basename "$run").run.tar.gz"
-        # the newest run folder so far, unless the steps packed it since (run.sh bench: SPEC.run.tar.gz)
-        if [ -n "$(find "$BG/out" -maxdepth 1 -name '*.run.tar.gz' "${since[@]}")" ]; then
-            rm -f "${copy:-}"
-        elif [ -n "$run" ]; then
-            tar -C "$RUNS" -czf "$copy" "$(basename "$run")"
+        find "$BG/out" -maxdepth 1 -type f ! -name '*.part' "${since[@]}" -exec cp {} "$out/" \;
+        run="$(ls -dt "$RUNS"/*/ 2>/dev/null | head -1)" && run="${run%/}"
+        [ -n "$run" ] || return 0
+        copy="$out/$(basename "$run").run.tar.gz"
+        # the newest run folder so far, unless the steps packed it since it last changed
+        # (run.sh bench: SPEC.run.tar.gz)
+        if [ -n "$(find "$BG/out" -maxdepth 1 -name '*.run.tar.gz' -newer "$run")" ]; then
+            rm -f "$copy"
+        else
+            pack "$RUNS" "$(basename "$run")" "$copy"
         fi
     }
-    for ((i = 0; i < limit; i += 5)); do
-        [ -f "$BG/rc" ] && break
-        (( i > 0 && i % ${WAIT_EVERY:-60} == 0 )) && bring
-        sleep 5
+    end=$((SECONDS + limit)) next=$((SECONDS + ${WAIT_EVERY:-60}))
+    while [ ! -f "$BG/rc" ] && ((SECONDS < end)); do
+        if ((SECONDS >= next)); then
+            bring || echo "run.sh: a copy into $out failed" >&2
+            next=$((SECONDS + ${WAIT_EVERY:-60}))
+        fi
+        sleep "${WAIT_TICK:-5}"
     done
-    bring && mv "$BG/waiting" "$BG/waited"
+    bring
+    mv "$BG/waiting" "$BG/waited"
     tail -25 "$BG/log"
     took "waited: the background steps $([ -f "$BG/rc" ] && echo "ended (exit $(cat "$BG/rc"))" || echo "go on")" ;;
 *)
-    sed -n '2,35p' "$0"; exit 2 ;;
+    sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;
 esac

@@ -225,8 +225,8 @@ def test_each_launch_has_its_own_start_up_and_a_warm_compile_cache_shows() -> No
 
 def test_each_worker_s_draft_is_its_own_and_a_launch_that_logged_nothing_keeps_its_place() -> None:
     """Two workers of one launch: the second's target weights, logged after the first's
-    "Loading drafter model...", are still the target's, and its first torch.compile after the
-    first's is the target's too; a launch that died before loading
+    "Loading drafter model...", are still the target's, and the first's first torch.compile,
+    logged after the second's, is the target's too; a launch that died before loading
     anything keeps its place, so the phases stay beside their launches' start-up times."""
     log = "\n".join(
         [
@@ -260,7 +260,22 @@ def test_every_start_up_phase_it_reads_is_named_by_the_schema_and_the_page() -> 
     from kbgen.site.render import STARTUP_WORDS
 
     read = {name for _, names in effective._STARTUP for name in names.values()}
-    read |= {"draft_weights_s", "draft_compile_s"}  # after "Loading drafter model"
+    read |= set(effective._DRAFT.values())  # a draft model's, after "Loading drafter model"
     described = EffectiveSettings.model_fields["startup"].description or ""
     assert read == set(STARTUP_WORDS)
     assert all(f"`{name}`" in described for name in read)
+
+
+def test_a_process_that_loaded_no_draft_compiles_only_the_target() -> None:
+    """n-gram says "Loading drafter model..." and loads no weights: a second torch.compile of its
+    process (one more graph of the target) is not a draft's."""
+    log = "\n".join(
+        [
+            "$ vllm serve m --speculative-config ngram",
+            "(EngineCore pid=7) INFO 12-03 10:00:00 [r.py:1] Loading drafter model...",
+            "(EngineCore pid=7) INFO 12-03 10:00:01 [m.py:1] torch.compile took 5.00 s in total",
+            "(EngineCore pid=7) INFO 12-03 10:00:02 [m.py:1] torch.compile took 2.00 s in total",
+        ]
+    )
+    found = effective.of_lines(logline.lines(log))
+    assert found is not None and found.startup == [{"compile_s": 5.0}]

@@ -60,6 +60,10 @@ _STARTUP: list[tuple[re.Pattern[str], dict[str, str]]] = [
     (re.compile(r"^init engine \(.*\) took (?P<s>[\d.]+) s"), {"s": "engine_init_s"}),
 ]
 _DRAFTER = "Loading drafter model"
+# a phase that is the draft's where its process loaded a draft model's weights: the weights next
+# after "Loading drafter model...", and the second torch.compile (EAGLE-3's head, after the
+# target's backbone)
+_DRAFT = {"weights_s": "draft_weights_s", "compile_s": "draft_compile_s"}
 
 
 @dataclass
@@ -128,16 +132,24 @@ def _phase(message: str, source: str, phases: dict[str, float], processes: _Proc
     for pattern, names in _STARTUP:
         if found := pattern.search(message):
             for group, name in names.items():
-                if name == "weights_s" and source in processes.drafting:
-                    processes.drafting.discard(source)
-                    processes.drafted.add(source)
-                    name = "draft_weights_s"
-                elif name == "compile_s":
-                    if source in processes.compiled and source in processes.drafted:
-                        name = "draft_compile_s"
-                    processes.compiled.add(source)
-                phases.setdefault(name, float(found.group(group)))
+                phases.setdefault(
+                    _draft_or_target(name, source, processes), float(found.group(group))
+                )
             return
+
+
+def _draft_or_target(phase: str, source: str, processes: _Processes) -> str:
+    """`phase` as the draft's (`_DRAFT`) where process `source` logged it for a draft model; note
+    what it tells of the process."""
+    draft = False
+    if phase == "weights_s" and source in processes.drafting:
+        processes.drafting.discard(source)
+        processes.drafted.add(source)
+        draft = True
+    elif phase == "compile_s":
+        draft = source in processes.compiled and source in processes.drafted
+        processes.compiled.add(source)
+    return _DRAFT[phase] if draft else phase
 
 
 def explains_behaviour(warning: str) -> str | None:
