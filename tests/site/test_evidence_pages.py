@@ -64,7 +64,8 @@ def test_the_plan_page_s_figures_are_the_records(tmp_path: Path, site: Site, kb:
     plans = [p for p in pages if p.startswith("plans/") and p != "plans/index.md"]
     found = {name: _ticked_and_ruled_out(pages[name], data) for name in plans}
     kimi, sweep = "2026-11-29-ngram-spec-decode-kimi-k2-5", "2026-12-02-ngram-sweep-h200-pinned"
-    expected = {"example": [{kimi}, {sweep}], "replicated": [{"elsewhere"}]}
+    eagle3 = "2026-12-06-eagle3-k1-h100-pinned"  # the SmolLM2 plan's benchmark, decided
+    expected = {"example": [{kimi}, {sweep, eagle3}], "replicated": [{"elsewhere"}]}
     assert sorted(found.values(), key=sorted) == sorted(expected[kb], key=sorted)
 
 
@@ -557,15 +558,32 @@ def test_an_a_b_record_has_no_best_configuration_or_cells_to_show() -> None:
 def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_position(
     tmp_path: Path, site: Site
 ) -> None:
-    """The SmolLM2 plan's benchmark (EAGLE-3 at 1, 2, 3 and 5 tokens beside n-gram on one
-    H200): under its task, each drafting arm's acceptance at every draft position, read back
-    from the page and compared with the record's `spec_decode`."""
+    """The SmolLM2 plan's benchmark: ticked by the deciding record (EAGLE-3 at 1 token beside
+    n-gram at 2), and listed under it among the other records that resolve it, the H200 sweep
+    (EAGLE-3 at 1, 2, 3 and 5 tokens beside n-gram): for each, each drafting arm's acceptance at
+    every draft position, read back from the page and compared with the record's `spec_decode`."""
     records = _example(tmp_path)
-    spec_decode = _yaml(records)["2026-12-04-eagle3-sweep-h200-pinned"]["spec_decode"]
     page = site(records)["plans/next-steps-smollm2-h200.md"]
-    task = page[page.index("- [x] Benchmark the EAGLE-3 draft") :]
-    line = next(li for li in task.splitlines() if "**Acceptance by draft position:**" in li)
-    shown = line.split(":** ", 1)[1].removesuffix(".").split("; ")
+    task = page[page.index("- [x] Benchmark the EAGLE-3 draft") :].split("\n- [", 1)[0]
+    ticking = next(li for li in task.splitlines() if "**Acceptance by draft position:**" in li)
+    sweep = "2026-12-04-eagle3-sweep-h200-pinned"
+    other = next(li for li in task.splitlines() if li.startswith("    - [") and sweep in li)
+    assert task.index("**Other records that resolve it**") < task.index(other)
+    decider = "2026-12-06-eagle3-k1-h100-pinned"
+    arms = _acceptance_as_recorded(ticking.split(":** ", 1)[1], decider, records)
+    assert arms == {"ngram": ["60%", "42%"], "eagle3": ["36%"]}
+    arms = _acceptance_as_recorded(
+        other.split("acceptance by draft position: ", 1)[1], sweep, records
+    )
+    assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"]
+    assert arms["ngram"] == ["60%", "42%"]
+
+
+def _acceptance_as_recorded(said: str, record_id: str, records: Path) -> dict[str, list[str]]:
+    """Each drafting arm's acceptance by position as a page says it (`ngram 60% · 42%; eagle3
+    36%`), checked against the record's `spec_decode`."""
+    spec_decode = _yaml(records)[record_id]["spec_decode"]
+    shown = said.removesuffix(".").split("; ")
     arms = {arm: rates.split(" · ") for arm, rates in (s.split(" ", 1) for s in shown)}
     assert list(arms) == list(spec_decode)
     for arm, rates in arms.items():
@@ -573,5 +591,25 @@ def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_pos
         assert [float(r.removesuffix("%")) / 100 for r in rates] == pytest.approx(
             expected, abs=0.005
         )
-    assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"]
-    assert arms["ngram"] == ["60%", "42%"]
+    return arms
+
+
+def test_a_ticked_task_lists_the_other_standing_records_that_resolve_it(
+    tmp_path: Path, site: Site
+) -> None:
+    """Under a ticked task, every other concluded record that resolves it, newest first, and no
+    superseded one: the SmolLM2 plan's collection was done on an H200 (2026-12-04, superseding
+    2026-12-03's) and again on the H100 that served the deciding draft (2026-12-06)."""
+    records = _example(tmp_path)
+    page = site(records)["plans/next-steps-smollm2-h200.md"]
+    tasks = page.split("\n- [")[1:]
+    collect = next(t for t in tasks if t.startswith("x] Collect training data"))
+    assert linked(collect) == "2026-12-06-eagle3-collect-smollm2-h100"
+    others = [li for li in collect.splitlines() if li.startswith("    - [")]
+    assert [linked(li) for li in others] == ["2026-12-04-eagle3-collect-smollm2-h200"]
+    assert others[0].endswith("(2026-12-04): **concluded**")
+    benchmark = next(t for t in tasks if t.startswith("x] Benchmark the EAGLE-3 draft"))
+    listed = [linked(li) for li in benchmark.splitlines() if li.startswith("    - [")]
+    assert listed == ["2026-12-04-eagle3-sweep-h200-pinned", "2026-12-04-eagle3-k1-h200-pinned"]
+    test_ngram = next(t for t in tasks if t.startswith("x] Test n-gram"))
+    assert "Other records that resolve it" not in test_ngram  # one record resolves it
