@@ -573,7 +573,7 @@ def test_a_task_resolved_by_a_sweep_of_drafts_shows_each_arm_s_acceptance_by_pos
     arms = _acceptance_as_recorded(ticking.split(":** ", 1)[1], decider, records)
     assert arms == {"ngram": ["60%", "42%"], "eagle3": ["36%"]}
     arms = _acceptance_as_recorded(
-        other.split("acceptance by draft position: ", 1)[1], sweep, records
+        other.split("acceptance by draft position: ", 1)[1].split("; ⚠️", 1)[0], sweep, records
     )
     assert arms["eagle3-k5"] == ["33%", "13%", "6%", "1%", "0.1%"]
     assert arms["ngram"] == ["60%", "42%"]
@@ -611,5 +611,17 @@ def test_a_ticked_task_lists_the_other_standing_records_that_resolve_it(
     benchmark = next(t for t in tasks if t.startswith("x] Benchmark the EAGLE-3 draft"))
     listed = [linked(li) for li in benchmark.splitlines() if li.startswith("    - [")]
     assert listed == ["2026-12-04-eagle3-sweep-h200-pinned", "2026-12-04-eagle3-k1-h200-pinned"]
+    # the two H200 records contradict each other: each says so where it is listed
+    assert all(
+        "⚠️ contradicted (eagle3" in li for li in benchmark.splitlines() if li.startswith("    - [")
+    )
     test_ngram = next(t for t in tasks if t.startswith("x] Test n-gram"))
     assert "Other records that resolve it" not in test_ngram  # one record resolves it
+    # in the site, a list inside the task's item (the last), after the ticking record's figures
+    built = to_html(page)
+    task_html = built[built.index("Benchmark the EAGLE-3 draft") :]
+    item = task_html[: task_html.index("</ul>\n</li>\n</ul>")]
+    assert (
+        item.index("Ruled out") < item.index("Other records that resolve it") < item.index("<ul>")
+    )
+    assert re.findall(r'<li><a href="\.\./records/([^"]+)\.md"', item) == listed

@@ -368,12 +368,14 @@ class TaskState:
     """A plan task as the records say it stands."""
 
     done: bool
-    record: Card | None = None  # the concluded record that resolves it
+    record: Card | None = None  # the concluded record that resolves it: the newest
     superseded_by: Card | None = None  # when that record's evidence was replaced
+    others: tuple[Card, ...] = ()  # the other concluded records that resolve it, newest first
 
 
 def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
-    """Which tasks of `plan` concluded records resolve, and which of those were superseded."""
+    """Which tasks of `plan` concluded records resolve (the newest ticks it; the others stand
+    beside it), and which of those were superseded."""
     cards = sorted(cards, key=lambda c: (c.created, c.id))
     superseders = {old: card for card in cards for old in card.supersedes}
     states = {task.id: TaskState(False) for task in plan.tasks}
@@ -383,9 +385,12 @@ def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
             if plan_id != plan.id or task_id not in states:
                 continue
             replaced = superseders.get(card.id)
+            state = states[task_id]
             if card.status == Status.SUPERSEDED or replaced is not None:
-                if not states[task_id].done:
+                if not state.done:
                     states[task_id] = TaskState(False, card, replaced or card)
             elif card.status == Status.CONCLUDED:
-                states[task_id] = TaskState(True, card)
+                earlier = (state.record, *state.others) if state.record and state.done else ()
+                others = tuple(c for c in earlier if c is not card)  # listed twice: once
+                states[task_id] = TaskState(True, card, others=others)
     return states
