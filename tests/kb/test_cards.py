@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kbgen.kb.cards import Card, task_states
+from kbgen.kb.cards import MAX_LISTED, Card, task_states
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD
 
@@ -71,3 +71,14 @@ def test_the_newest_concluded_record_ticks_a_task_and_the_others_stand_beside_it
     got = states(*cards)
     assert got["test-ngram"] == expected
     assert got["train-draft"] == (None, [], None)  # no record resolves it
+
+
+def test_the_records_beside_it_are_listed_as_a_record_s_replications_are_at_most() -> None:
+    # one concluded record per day: the newest ticks it, the next MAX_LISTED are listed, the
+    # rest counted (kb_scale's knowledge bases copy each record thousands of times)
+    cards = [card(f"r{day:02}", f"2026-11-{day:02}") for day in range(1, MAX_LISTED + 4)]
+    found = task_states(cards, Plan.model_validate(yaml.safe_load(PLAN)))["test-ngram"]
+    newest_first = [c.id for c in reversed(cards)]
+    assert found.record is not None and found.record.id == newest_first[0]
+    assert [c.id for c in found.others] == newest_first[1 : MAX_LISTED + 1]
+    assert found.more == 2

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbgen.kb import replications
-from kbgen.kb.cards import Card
+from kbgen.kb.cards import MAX_LISTED, Card
 from kbgen.kb.models import Record, Unknowable
-from kbgen.kb.replications import MAX_LISTED, evidence
+from kbgen.kb.replications import evidence
 from kbgen.record import verdict as verdict_module
 from tests.conftest import RECORD
 from tests.support import sweeps, swept

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kbgen.kb.replications import MAX_LISTED
+from kbgen.kb.cards import MAX_LISTED
 from kbgen.site import render
 from tests.conftest import RECORD
 from tests.site.conftest import Site
@@ -287,6 +287,30 @@ def test_a_superseded_replication_is_marked_and_many_are_counted(
     assert "](first.md) (superseded)" in row and "contradicts" not in row  # settled
     others = len(list(records.glob("*.yaml"))) - 2  # itself and elsewhere
     assert f"And {others - MAX_LISTED} more: see the [records index](index.md)." in page
+
+
+def test_a_task_lists_at_most_max_listed_other_records_and_counts_the_rest(
+    tmp_path: Path, site: Site
+) -> None:
+    # every record of `replicated` resolves next-steps#test-ngram: with MAX_LISTED copies more,
+    # the task's page lists the newest beside the one that ticks it and counts the rest
+    records = _replicated(tmp_path)
+    for i in range(MAX_LISTED):
+        rid = f"copy-{i:02d}"
+        (records / f"{rid}.yaml").write_text(replicated.record(rid, "2026-10-01"))
+    plan = site(records)["plans/next-steps.md"]
+    task = plan.split("\n- [x] ", 1)[1].split("\n- [", 1)[0]
+    listed = [line for line in task.splitlines() if line.startswith("    - [")]
+    assert len(listed) == MAX_LISTED
+    resolving = len(list(records.glob("*.yaml")))  # every record, the one that ticks it too
+    more = resolving - 1 - MAX_LISTED
+    assert (
+        more > 0
+        and task.splitlines().count(
+            f"    - And {more} more: see the [records index](../records/index.md)."
+        )
+        == 1
+    )
 
 
 def test_the_index_is_one_table_newest_first_with_each_record_s_question(

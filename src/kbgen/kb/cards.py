@@ -16,6 +16,8 @@ from typing import Any
 from kbgen.kb import questions
 from kbgen.kb.models import Figure, Load, Outcome, Plan, Range, Record, Status
 
+MAX_LISTED = 20  # records listed beside one (its replications, a task's others); the rest counted
+
 
 @dataclass(frozen=True)
 class ClassResult:
@@ -370,7 +372,9 @@ class TaskState:
     done: bool
     record: Card | None = None  # the concluded record that resolves it: the newest
     superseded_by: Card | None = None  # when that record's evidence was replaced
-    others: tuple[Card, ...] = ()  # the other concluded records that resolve it, newest first
+    # the other concluded records that resolve it, newest first, at most MAX_LISTED
+    others: tuple[Card, ...] = ()
+    more: int = 0  # those not listed
 
 
 def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
@@ -378,19 +382,25 @@ def task_states(cards: Iterable[Card], plan: Plan) -> dict[str, TaskState]:
     beside it), and which of those were superseded."""
     cards = sorted(cards, key=lambda c: (c.created, c.id))
     superseders = {old: card for card in cards for old in card.supersedes}
-    states = {task.id: TaskState(False) for task in plan.tasks}
+    standing: dict[str, list[Card]] = {task.id: [] for task in plan.tasks}  # oldest first
+    lapsed: dict[str, TaskState] = {}  # the newest superseded record, where none stands
     for card in cards:
-        for ref in card.resolves:
+        for ref in dict.fromkeys(card.resolves):  # a task named twice: once
             plan_id, task_id = ref.split("#", 1)
-            if plan_id != plan.id or task_id not in states:
+            if plan_id != plan.id or task_id not in standing:
                 continue
             replaced = superseders.get(card.id)
-            state = states[task_id]
             if card.status == Status.SUPERSEDED or replaced is not None:
-                if not state.done:
-                    states[task_id] = TaskState(False, card, replaced or card)
+                lapsed[task_id] = TaskState(False, card, replaced or card)
             elif card.status == Status.CONCLUDED:
-                earlier = (state.record, *state.others) if state.record and state.done else ()
-                others = tuple(c for c in earlier if c is not card)  # listed twice: once
-                states[task_id] = TaskState(True, card, others=others)
+                standing[task_id].append(card)
+    states = {}
+    for task_id, found in standing.items():
+        if not found:
+            states[task_id] = lapsed.get(task_id, TaskState(False))
+            continue
+        others = found[-2::-1][:MAX_LISTED]
+        states[task_id] = TaskState(
+            True, found[-1], None, tuple(others), len(found) - 1 - len(others)
+        )
     return states

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from kbgen.kb import questions
+from kbgen.kb.cards import MAX_LISTED
 from kbgen.kb.models import Status
 
 if TYPE_CHECKING:
     from kbgen.kb.cards import Card, ClassResult
-
-MAX_LISTED = 20  # replications listed on a record's page; the rest are counted
 
 
 @dataclass(frozen=True)
