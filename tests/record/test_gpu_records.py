@@ -114,3 +114,60 @@ def test_the_pinned_effects_lie_within_the_default_runs_intervals(concurrency: s
     assert default.keys() == pinned.keys()
     for cls, was in default.items():
         assert was["ci_low"] <= pinned[cls]["effect"] <= was["ci_high"], cls
+
+
+def _example(rid: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((REPO / "records" / f"{rid}.yaml").read_text())
+    return data
+
+
+DECIDER = "2026-12-06-eagle3-k1-h100-pinned"  # the SmolLM2 plan's benchmark, on one H100
+
+
+def _cells(rid: str) -> dict[tuple[str, int, str], dict[str, Any]]:
+    return {
+        (c["variant"], c["load"]["concurrency"], c["class"]): c
+        for c in _example(rid)["verdict"]["cells"]
+    }
+
+
+def test_eagle3_and_n_gram_are_refuted_in_every_cell_and_the_run_again_agrees() -> None:
+    """The READMEs' "refuted in every class at every load, decided at round 2 in both runs",
+    "−35% to −53% a class" for EAGLE-3 at 1 token, and "the run again within 1.7 points"."""
+    first, again = _cells(DECIDER), _cells(f"{DECIDER}-2")
+    assert first.keys() == again.keys() and len(first) == 2 * 3 * 4  # arms × loads × classes
+    for key, cell in first.items():
+        assert cell["outcome"] == again[key]["outcome"] == "refuted", key
+        assert abs(cell["effect"] - again[key]["effect"]) < 0.017, key
+    eagle3 = [c["effect"] for (arm, _, _), c in first.items() if arm == "eagle3"]
+    assert (round(max(eagle3), 2), round(min(eagle3), 2)) == (-0.35, -0.53)
+    for rid in (DECIDER, f"{DECIDER}-2"):
+        assert _example(rid)["cost"]["left"] == {
+            arm: "refuted in every class at every load: the claimed change is ruled out by round 2"
+            for arm in ("ngram", "eagle3")
+        }
+
+
+def test_the_decider_s_draft_is_the_one_its_train_record_made_and_serves_as_on_the_h200() -> None:
+    """The draft's provenance (its folder's sha256, as the train record names its output) and
+    the READMEs' acceptance "within 0.002 (EAGLE-3 at 1 token) and 0.004 (n-gram)" of the
+    H200 runs."""
+    record = _example(DECIDER)
+    [folder] = [
+        o
+        for o in _example("2026-12-06-eagle3-train-smollm2-h100")["step"]["outputs"]
+        if o["path"] == "/tmp/draft"
+    ]
+    assert record["drafts"]["eagle3"]["sha256"] == folder["sha256"]
+    assert record["drafts"]["eagle3"]["bytes"] == folder["bytes"]
+    served = record["spec_decode"]
+    k1 = _example("2026-12-04-eagle3-k1-h200-pinned")["spec_decode"]
+    sweep = _example("2026-12-04-eagle3-sweep-h200-pinned")["spec_decode"]
+    for h200 in (k1["eagle3"], sweep["eagle3-k1"]):
+        assert served["eagle3"]["per_position_acceptance"] == pytest.approx(
+            h200["per_position_acceptance"], abs=0.002
+        )
+    for h200 in (k1["ngram"], sweep["ngram"]):
+        assert served["ngram"]["per_position_acceptance"] == pytest.approx(
+            h200["per_position_acceptance"], abs=0.004
+        )
