@@ -7,7 +7,7 @@ Usage: python bench/perf/looks.py [--settings 4] [--loads 3] [--per-class 10] [-
 `kbgen bench` runs a stopping sweep (the baseline and n-gram at `--settings` draft lengths, each
 at `--loads` concurrency levels, three seed classes of `--per-class` prompts, 128 tokens, at
 most `--rounds` rounds) against bench/perf/fake_vllm.py, whose arms are all alike, so it runs to
-its budget; then the look the driver makes every 16 requests (`record.stopping.looker`) is timed
+its budget; then the look the driver makes at a round's end (`record.stopping.looker`) is timed
 on the finished folder, the most a look reads in that run: its median of 5 and peak memory.
 `--quick` runs a 2 x 2 sweep of 2 prompts a class, so the suite can run it and no figure rots.
 """

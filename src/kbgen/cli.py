@@ -378,6 +378,7 @@ def bench(
     is_flag=True,
     help="TARGETS are records: recompute their numbers from their samples, report differences.",
 )
+@click.option("--update", is_flag=True, help="--check, and rewrite what differs (new rules).")
 def record(
     targets: tuple[str, ...],
     tool: str | None,
@@ -388,6 +389,7 @@ def record(
     allow_mismatch: bool,
     allow_summary_only: bool,
     check_only: bool,
+    update: bool,
 ) -> None:
     """Turn a bench run into a record with statistics and a verdict; import; or check.
 
@@ -404,17 +406,15 @@ def record(
       kbgen record --from vllm-bench baseline=b.json ngram=n.json --spec exp.yaml --prompts p.jsonl
       kbgen record --from vllm-bench-sweep results/tiny-sweep --spec exp.yaml
       kbgen record --check records/2026-11-29-ngram-vs-baseline.yaml
+      kbgen record --check --update records/*.yaml
     """
-    from kbgen.record.command import record_import, record_run, summary
-    from kbgen.record.recompute import recompute
+    from kbgen.record.command import check, record_import, record_run, summary
 
     if prompts is not None and tool is None:
         raise UsageError("--prompts goes with --from: a run folder and a record keep their classes")
-    if check_only:
-        problems = [p for target in targets for p in recompute(Path(target))]
-        if problems:
-            raise InvalidInput(problems)
-        click.echo(f"ok: every number on {len(targets)} record(s) matches its samples")
+    if check_only or update:
+        for line in check([Path(t) for t in targets], update):
+            click.echo(line)
         return
     if tool is not None:
         path = record_import(

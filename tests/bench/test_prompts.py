@@ -260,3 +260,27 @@ def test_any_suite_loads_or_is_located_problems(
         assert all(
             prompts_ and all(isinstance(p, str) for p in prompts_) for prompts_ in suite.values()
         )
+
+
+def test_a_line_may_name_its_prompt_s_group(tmp_path: Path) -> None:
+    path = tmp_path / "suite.jsonl"
+    lines = [
+        {"class": "chat", "prompt": "a", "group": "greeting"},
+        {"class": "chat", "prompt": "b"},
+        {"class": "code", "prompt": "c", "group": "sort"},
+        {"class": "chat", "prompt": "d", "group": "greeting"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert prompts.groups(path, ["chat", "code"]) == {
+        "chat": ["greeting", None, "greeting"],
+        "code": ["sort"],
+    }
+    assert prompts.groups(path, ["chat"], per_class=1) == {"chat": ["greeting"]}
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"class": "chat", "prompt": "a"}) + "\n")
+    assert prompts.groups(plain, ["chat"]) is None
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"class": "chat", "prompt": "a", "group": 3}) + "\n")
+    with pytest.raises(InvalidInput, match="`group` must be a string") as raised:
+        prompts.read(bad)
+    assert raised.value.problems[0].line == 1

@@ -65,7 +65,7 @@ def test_the_demo_spec_loads() -> None:
             "  minimum_effect: 0.05",
             "  minimum_effect: 50",
             "hypothesis.minimum_effect",
-            "50 is out of range: the minimum effect is from 0 to 10 (a fraction: 0.05 = 5%)",
+            "50 would read as 5000%: write a fraction (0.05) or a percentage ('5%')",
         ),
         (
             "baseline: baseline",

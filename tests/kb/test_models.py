@@ -205,20 +205,23 @@ def test_numbers_are_finite_and_typed(
 
 
 INCREASE = "direction: increase\n  minimum_effect: 0.05"
-TO_TEN = "is out of range: the minimum effect is from 0 to 10 (a fraction: 0.05 = 5%)"
-BELOW_ONE = "is out of range: a decrease's minimum effect is from 0 to below 1 (a fraction"
+TO_TEN = "is out of range: the minimum effect is from 0 to 1000% (a fraction, 0.05, or a"
+BELOW_ONE = "is out of range: a decrease's minimum effect is from 0 to below 100% (a fraction"
+PERCENT = "would read as"
 
 
 @pytest.mark.parametrize(
     ("hypothesis", "message"),
     [
-        ("direction: increase\n  minimum_effect: 20", f"20 {TO_TEN}"),
-        ("direction: increase\n  minimum_effect: 10.5", f"10.5 {TO_TEN}"),
-        ("direction: increase\n  minimum_effect: -0.05", f"-0.05 {TO_TEN}"),
-        ("direction: decrease\n  minimum_effect: 1", f"1 {BELOW_ONE}"),
-        ("direction: decrease\n  minimum_effect: 5", f"5 {BELOW_ONE}"),
-        ("direction: decrease\n  minimum_effect: -1", f"-1 {BELOW_ONE}"),
-        ("direction: sideways\n  minimum_effect: 20", f"20 {TO_TEN}"),
+        ("direction: increase\n  minimum_effect: 20", f"20 {PERCENT} 2000%"),
+        ("direction: increase\n  minimum_effect: 5", f"5 {PERCENT} 500%: write a fraction"),
+        ("direction: increase\n  minimum_effect: 1", f"1 {PERCENT} 100%"),
+        ("direction: increase\n  minimum_effect: 1050%", f"1050% {TO_TEN}"),
+        ("direction: increase\n  minimum_effect: -0.05", f"-5% {TO_TEN}"),
+        ("direction: decrease\n  minimum_effect: 100%", f"100% {BELOW_ONE}"),
+        ("direction: decrease\n  minimum_effect: 5", f"5 {PERCENT} 500%"),
+        ("direction: decrease\n  minimum_effect: -1", f"-100% {BELOW_ONE}"),
+        ("direction: sideways\n  minimum_effect: 2000%", f"2000% {TO_TEN}"),
     ],
 )
 def test_a_minimum_effect_out_of_range_is_located_and_says_the_range(
@@ -236,12 +239,31 @@ def test_a_minimum_effect_out_of_range_is_located_and_says_the_range(
 
 
 @pytest.mark.parametrize(
-    ("direction", "effect"), [("increase", 0), ("increase", 10), ("decrease", 0.99)]
+    ("direction", "written", "effect"),
+    [
+        ("increase", 0, 0),
+        ("increase", "1000%", 10),
+        ("decrease", 0.99, 0.99),
+        ("increase", "5%", 0.05),
+        ("increase", "300%", 3),
+    ],
 )
-def test_a_minimum_effect_at_the_ends_of_its_range_is_valid(direction: str, effect: float) -> None:
-    hypothesis = {"direction": direction, "minimum_effect": effect}
+def test_a_minimum_effect_at_the_ends_of_its_range_is_valid(
+    direction: str, written: float | str, effect: float
+) -> None:
+    hypothesis = {"direction": direction, "minimum_effect": written}
     record = Record.model_validate(_record(hypothesis={**_record()["hypothesis"], **hypothesis}))
-    assert record.hypothesis is not None and record.hypothesis.minimum_effect == effect
+    assert record.hypothesis is not None
+    assert record.hypothesis.minimum_effect == pytest.approx(effect)
+
+
+def test_a_minimum_effect_of_100_percent_or_more_is_written_as_it_must_be_read() -> None:
+    """A record kbgen writes loads again: 3 (read from '300%') is written as '300%'."""
+    hypothesis = {**_record()["hypothesis"], "minimum_effect": "300%"}
+    record = Record.model_validate(_record(hypothesis=hypothesis))
+    dumped = record.model_dump(mode="json")
+    assert dumped["hypothesis"]["minimum_effect"] == "300%"
+    assert Record.model_validate(dumped) == record
 
 
 def test_an_interval_past_the_largest_float_is_unknown() -> None:

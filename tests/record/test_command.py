@@ -59,7 +59,7 @@ def test_import_makes_a_record_that_checks(tmp_path: Path) -> None:
     assert isinstance(saved, Record)
     assert saved.provenance is not None and saved.provenance.source == "imported"
     assert any("no per-class split" in n for n in saved.provenance.notes)
-    assert saved.verdict is not None and saved.verdict.method == "bootstrap"
+    assert saved.verdict is not None and saved.verdict.method == "samples"
     assert list(saved.verdict.per_class) == ["all"]
     ngram = saved.spec_decode["ngram"]
     raw = json.loads(NGRAM.read_text())

@@ -22,7 +22,7 @@ from kbgen.site import render
 from tests.support import fake_server
 from tests.support.free_port import free_port
 from tests.support.records import load_record
-from tests.support.runs import SECRET, SPEC, make_run
+from tests.support.runs import SECRET, SPEC, make_run, metrics_text
 from tests.support.specs import small_spec
 
 
@@ -37,7 +37,7 @@ def test_a_run_becomes_a_valid_record_with_a_verdict(tmp_path: Path, records: Pa
     assert coding.ci_low is not None and coding.ci_high is not None
     assert coding.ci_low < coding.effect < coding.ci_high and coding.n_baseline == 24
     assert coding.unit == "prompt" and coding.prompts == 8 and len(coding.per_unit) == 8
-    assert "expanded-percentile cluster bootstrap" in saved.verdict.rule
+    assert "Student-t interval on the prompts' log ratios" in saved.verdict.rule
     decode = saved.measurements["ngram"]["math"]["decode_tok_s"]
     assert decode.n == 24 and decode.mean == pytest.approx(
         45 * 31 / 30, rel=0.03
@@ -299,3 +299,32 @@ def test_the_record_names_kbgen_s_commit_and_the_spec_s(
     fields = ("kbgen", "git_sha", "git_changed", "spec_in_kbgen_checkout")
     shown = record.provenance.model_dump(include=set(fields), exclude_none=True)
     assert shown == provenance and record.provenance.notes == notes
+
+
+def test_a_baseline_whose_server_drafted_is_refused_and_recomputed_the_same(
+    tmp_path: Path, records: Path
+) -> None:
+    """Both arms measured on the n-gram server (the external launcher at one URL): the
+    baseline's windows drafted, so the record says so and decides nothing, and `--check`
+    recomputes that from the samples and the record's variants."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0})
+    folder = RunFolder.open(run)
+    folder.write_metrics("baseline-0-before", metrics_text(100, True, 0))
+    folder.write_metrics("baseline-0-after", metrics_text(100 + 18 * 32, True, 1))
+    path = command.record_run(run, records)
+    saved = load_record(path)
+    assert saved.verdict is not None and saved.verdict.outcome == "inconclusive"
+    assert saved.verdict.reasons[0].startswith("baseline: its server drafted 480 tokens")
+    assert command.check([path]) == ["ok: every number on 1 record(s) matches its samples"]
+
+
+def test_an_inconclusive_class_says_what_held_it_and_how_many_more_prompts_would_decide(
+    tmp_path: Path, records: Path
+) -> None:
+    """The issue's demo line said "about 8 prompts would decide it" of a class that had them:
+    each line names what held the class and counts the prompts it lacks, not those it has."""
+    run = make_run(tmp_path / "runs", {"baseline": 60.0, "ngram": 45.0}, prompts=3)
+    lines = command.summary(command.record_run(run, records))
+    assert lines[0].startswith("coding: inconclusive, -23.4% [-31.1%, -14.8%]")
+    held = "3 paired prompts; a class needs at least 8; about 5 more prompts would decide it"
+    assert f": {held} (8 a class: about " in lines[0]

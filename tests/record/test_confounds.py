@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from kbgen.bench import effective, logline
-from kbgen.kb.models import EffectiveSettings, Variant
-from kbgen.record import confounds
+from kbgen.bench.metrics import Counters, SpecDecodeCounters
+from kbgen.kb.models import EffectiveSettings, Outcome, Variant
+from kbgen.record import confounds, verdict
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "vllm-logs"
 NGRAM = Variant.model_validate(
@@ -141,3 +142,28 @@ def test_nothing_to_compare_without_the_baseline_s_log() -> None:
 )
 def test_the_settings_an_arm_gives(args: list[str], names: set[str]) -> None:
     assert confounds.given(Variant(args=args)) == names
+
+
+def _drafted(tokens: int, accepted: int) -> Counters:
+    return Counters(spec_decode=SpecDecodeCounters.of(tokens // 5, tokens, accepted, [accepted]))
+
+
+def test_an_arm_whose_server_drafts_though_it_speculates_nothing_is_refused() -> None:
+    """The external launcher pointed at one n-gram server for both arms: the baseline's
+    /metrics drafted, acceptance 0.83; refused, naming the arm, where the record said nothing."""
+    arms = {"baseline": Variant(), "ngram": NGRAM}
+    same = {"baseline": [_drafted(100, 83)], "ngram": [_drafted(100, 83)]}
+    [said] = confounds.drafting(arms, same)
+    assert said.startswith("baseline: its server drafted 100 tokens (acceptance 0.83)")
+    apart = {"baseline": [Counters()], "ngram": [_drafted(100, 60)]}
+    assert confounds.drafting(arms, apart) == []
+
+
+def test_a_refusal_makes_the_verdict_inconclusive_and_says_why() -> None:
+    from tests.record.test_verdict import FASTER, experiment
+
+    evidence = experiment({"coding": 0.3, "math": 0.3}, rounds=2)
+    refusal = "baseline: its server drafted 100 tokens (acceptance 0.83) though ..."
+    decided = verdict.judge(evidence, FASTER, [], refusals=[refusal])
+    assert decided.outcome == Outcome.INCONCLUSIVE and decided.reasons[0] == refusal
+    assert verdict.judge(evidence, FASTER, []).outcome == Outcome.SUPPORTED

@@ -53,6 +53,12 @@ def test_a_design_is_costed_from_the_earlier_record_on_its_model_and_hardware(
     assert "stops when decided, at most 4 round(s): 5 server start(s), 8 window(s)" in text
     assert "warning: 10 prompts per class cannot decide the minimum effect" in text
     assert earlier.id in text
+    # the issue's "795 prompts per class where 10 decided": what the count assumes is said,
+    # and what an effect as far from the minimum as the earlier ones were would need
+    assert "an effect as near the minimum effect as 0% or +10.2%" in text
+    assert found.distance is not None
+    assert f"the earlier records' effects lay {math.expm1(found.distance):.1%} from the" in text
+    assert (found.needed(True, found.distance) or 0) < anytime
 
 
 def test_other_hardware_or_another_model_is_not_estimated_from(tmp_path: Path) -> None:

@@ -154,3 +154,15 @@ def test_a_samples_line_of_another_shape_is_a_located_error(tmp_path: Path, line
         InvalidInput, match=r"x\.samples\.jsonl\.gz:2: not a line of a samples file"
     ):
         read_samples(path)
+
+
+def test_the_prompts_groups_travel_with_the_samples_file(tmp_path: Path) -> None:
+    """`kbgen record --check` decides by the same groups on any machine: they are in the
+    samples file's header, not only in the prompt file."""
+    from tests.record.test_verdict import experiment
+
+    evidence = experiment({"coding": 0.3, "math": 0.3}, rounds=2)
+    evidence.groups = {"coding": ["a", "a", None], "math": ["b"]}
+    path = tmp_path / "x.samples.jsonl.gz"
+    path.write_bytes(samples_bytes(evidence))
+    assert read_samples(path).groups == evidence.groups

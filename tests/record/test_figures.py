@@ -52,9 +52,15 @@ def _evidence(*windows: Counters) -> Evidence:
 def _window(
     generated: float | None, drafts: int, drafted: int, accepted: int, **kw: int
 ) -> Counters:
+    """A window's counters, its accepted tokens filling the draft's positions in order (each
+    accepts at most one token a draft)."""
+    positions = -(-drafted // drafts)
+    per_position: list[float] = [
+        min(drafts, max(0, accepted - i * drafts)) for i in range(positions)
+    ]
     return Counters(
         generation_tokens=generated,
-        spec_decode=SpecDecodeCounters.of(drafts, drafted, accepted, [accepted]),
+        spec_decode=SpecDecodeCounters.of(drafts, drafted, accepted, per_position),
         **kw,
     )
 
@@ -86,10 +92,13 @@ def test_tokens_per_engine_step_on_a_real_capture() -> None:
         ([_window(None, 8, 30, 20, client_output_tokens=60)], 60 / 40, 8 / 40),
         # one window with no token count at all: no per-step figures
         ([_window(60, 8, 30, 20), _window(None, 4, 15, 10)], None, None),
-        # nothing but accepted tokens (impossible, but no division by zero)
-        ([_window(20, 8, 30, 20)], None, None),
+        # nothing but accepted tokens (impossible): at least a step a draft, no division by zero
+        ([_window(20, 8, 30, 20)], 20 / 8, 8 / 8),
+        # accepted tokens counted past max_tokens: 20 tokens less 16 accepted leaves 4 steps,
+        # fewer than the 8 drafts, each a step (the share would be 2, tokens a step 5)
+        ([_window(20, 8, 32, 16)], 20 / 8, 8 / 8),
     ],
-    ids=["summed", "client-count", "unknown-tokens", "no-steps"],
+    ids=["summed", "client-count", "unknown-tokens", "no-steps", "past-max-tokens"],
 )
 def test_per_step_figures_from_summed_windows(
     windows: list[Counters], per_step: float | None, share: float | None

@@ -69,8 +69,8 @@ def test_a_machine_slower_in_one_arm_is_a_caveat() -> None:
 
 
 def test_a_machine_that_decides_otherwise_makes_it_inconclusive() -> None:
-    # two machines gain 40%, the third loses 20% in its variant arm
-    decided = verdict.judge(machines([0.4, 0.4, -0.2]), FASTER, [], temperature=0)
+    # two machines gain 50%, the third loses 20% in its variant arm
+    decided = verdict.judge(machines([0.5, 0.5, -0.2]), FASTER, [], temperature=0)
     assert decided.outcome == Outcome.INCONCLUSIVE
     coding = decided.per_class["coding"]
     assert coding.reason is not None and "machine 2 alone refuted" in coding.reason

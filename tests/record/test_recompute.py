@@ -83,7 +83,7 @@ def test_reference_flow_on_a_real_vllm(tiny_run: Path, records: Path) -> None:
     valid = CliRunner().invoke(cli, ["validate", str(records), "--records", str(records)])
     assert valid.exit_code == 0, valid.output
     saved = load_record(path)
-    assert saved.verdict is not None and saved.verdict.method == "bootstrap"
+    assert saved.verdict is not None and saved.verdict.method == "samples"
     samples = RunFolder.open(tiny_run).samples()
     for cls in ("coding", "math"):
         verdict = saved.verdict.per_class[cls]

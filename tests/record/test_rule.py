@@ -17,7 +17,7 @@ from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
 from kbgen.kb import store
 from kbgen.kb.models import Hypothesis, Outcome, Unit
-from kbgen.record import rule
+from kbgen.record import rule, rule_words
 from kbgen.record.rule import GUARDS, Finding
 from kbgen.record.stats import Effect
 from tests.support.properties import SETTINGS
@@ -30,15 +30,16 @@ UNITS: tuple[Unit, ...] = get_args(Unit)
 def hypothesis_(
     direction: str = "increase", m: float = 0.05, min_prompts: int = 8, metric: str = "decode_tok_s"
 ) -> Hypothesis:
-    return Hypothesis.model_validate(
+    written = Hypothesis.model_validate(
         {
             "statement": "x",
             "primary_metric": metric,
             "direction": direction,
-            "minimum_effect": m,
+            "minimum_effect": min(m, 0.5),  # 1 or more is written as a percentage: set below
             "min_prompts": min_prompts,
         }
     )
+    return written.model_copy(update={"minimum_effect": float(m)})
 
 
 FASTER = hypothesis_()
@@ -81,11 +82,26 @@ def decision(
     drift: rule.Drift | None = None,
     ci: tuple[float, float] = (0.06, 0.2),
     hypothesis: Hypothesis = FASTER,
+    orders: int = 2,
+    accepted: bool = False,
+    per_unit: tuple[float, ...] = (),
 ) -> rule.Decision:
-    effect = Effect(sum(ci) / 2, *ci, 40, 40, units=units)
+    effect = Effect(sum(ci) / 2, *ci, 40, 40, units=units, per_unit=per_unit)
     return rule.Decision(
-        hypothesis, unit, effect, rule.interval_outcome(effect, hypothesis)[0], units, drift
+        hypothesis,
+        unit,
+        effect,
+        rule.interval_outcome(effect, hypothesis)[0],
+        units,
+        drift,
+        orders,
+        accepted,
     )
+
+
+# per-prompt effects, skewness +2.8 (one prompt gains much) and about 0
+SKEWED = (0.0, 0.01, -0.01, 0.02, 0.0, 0.01, -0.02, 0.9)
+SYMMETRIC = (-0.1, -0.05, 0.0, 0.05, 0.1, -0.02, 0.02, 0.0)
 
 
 def window(cpu: float = 0.0, steal: float = 0.0, match: bool | None = True) -> Counters:
@@ -161,6 +177,16 @@ SIDES = {
     "drift: could change it": Side(rule.DRIFT, decision(drift=WIDE), frozenset({"caveat", "hold"})),
     "drift: at half": Side(rule.DRIFT, decision(drift=rule.Drift(HALF, 0.5, 2))),
     "drift: one round": Side(rule.DRIFT, decision(drift=None)),
+    "one round: both orders": Side(rule.ONE_ROUND, decision(orders=2)),
+    "one round: one order": Side(rule.ONE_ROUND, decision(orders=1), frozenset({"hold"})),
+    "one round: accepted": Side(
+        rule.ONE_ROUND, decision(orders=1, accepted=True), frozenset({"caveat"})
+    ),
+    "one round: rounds as the unit": Side(rule.ONE_ROUND, decision(orders=1, unit="round")),
+    "skew: one prompt gains much": Side(
+        rule.SKEW, decision(per_unit=SKEWED), frozenset({"caveat"})
+    ),
+    "skew: symmetric": Side(rule.SKEW, decision(per_unit=SYMMETRIC)),
     "same output: too few agree": Side(
         rule.SAME_OUTPUT,
         case(agreement=agreement(10, 7), hypothesis=LONGER),
@@ -211,14 +237,17 @@ def test_the_guards_a_written_record_lists_are_the_rule_s() -> None:
 
 @pytest.mark.parametrize("allowed", [True, False])
 def test_a_summary_only_rule_states_no_guard(allowed: bool) -> None:
-    text = rule.summary_rule_text(FASTER, allowed)
+    text = rule_words.summary_rule_text(FASTER, allowed)
     assert not any(g.text(FASTER, "prompt") in text for g in GUARDS)
 
 
 def test_a_summary_only_rule_says_whether_it_was_allowed() -> None:
     """Only a verdict asked for with --allow-summary-only says it was allowed and how it
     decides; one that was not says every class is left inconclusive."""
-    allowed, held = rule.summary_rule_text(FASTER, True), rule.summary_rule_text(FASTER, False)
+    allowed, held = (
+        rule_words.summary_rule_text(FASTER, True),
+        rule_words.summary_rule_text(FASTER, False),
+    )
     assert "allowed explicitly with --allow-summary-only" in allowed
     assert "Supported: the reported change lies above +5%" in allowed
     assert "allowed explicitly" not in held and "Supported:" not in held
@@ -342,7 +371,9 @@ def test_the_interval_outcome_is_the_outcome_of_its_bounds(
     hypothesis = hypothesis_(direction, m)
     low, high = sorted((low, high))
     effect = Effect((low + high) / 2, low, high, 10, 10)
-    assert rule.interval_outcome(effect, hypothesis) == (rule.outcome_of(hypothesis, low, high), "")
+    outcome, why = rule.interval_outcome(effect, hypothesis)
+    assert outcome == rule.outcome_of(hypothesis, low, high)
+    assert bool(why) == (outcome == Outcome.INCONCLUSIVE)  # it says why: the interval straddles
 
 
 def test_no_interval_is_inconclusive_and_says_why() -> None:
@@ -363,7 +394,7 @@ def test_the_rule_states_the_minimum_as_a_change_in_the_hypothesised_direction(
 ) -> None:
     for unit in UNITS:
         assert f"lies {stated}" in rule.rule_text(hypothesis_(direction, m), unit)
-    assert f"lies {stated}" in rule.summary_rule_text(hypothesis_(direction, m), True)
+    assert f"lies {stated}" in rule_words.summary_rule_text(hypothesis_(direction, m), True)
 
 
 def interval(low: float | None, high: float | None) -> Effect:
@@ -400,6 +431,7 @@ def test_interval_outcome(hypothesis: Hypothesis, eff: Effect, outcome: Outcome)
 def test_rule_text_states_the_unit_interval_and_guards() -> None:
     text = rule.rule_text(FASTER, "prompt")
     assert "Unit: the prompt" in text and "geometric mean of per-prompt ratios" in text
-    assert "expanded-percentile cluster bootstrap" in text and "+5%" in text
+    assert "Student-t interval on the prompts' log ratios" in text and "+5%" in text
+    assert "each order of the arms (AB, BA) weighted half" in text
     assert "at least 8 distinct prompts" in text and "drifting more than 2.5%" in text
     assert "lies below -5%" in rule.rule_text(LOWER_TTFT, "prompt")

@@ -5,14 +5,14 @@ rule's words: test_rule)."""
 from __future__ import annotations
 
 import random
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 
 from kbgen.bench.machine import MachineLoad
 from kbgen.bench.metrics import Counters
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import Hypothesis, MetricName, Outcome
+from kbgen.kb.models import Hypothesis, MetricName, Outcome, Verdict
 from kbgen.record import rule, verdict
 from kbgen.record.evidence import Evidence
 from tests.support.runs import make_sample
@@ -68,6 +68,19 @@ def experiment(
     )
 
 
+def judge(
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    caveats: list[str],
+    temperature: float | None = None,
+    **given: Any,
+) -> Verdict:
+    """The verdict, a one-round experiment's accepted as a spec can accept it: the guards these
+    tests exercise are others (the one-round guard's own tests call `verdict.judge`)."""
+    given = {"time_confound_ok": True, **given}
+    return verdict.judge(evidence, hypothesis, caveats, temperature, **given)
+
+
 def fail(s: Sample, attempt: int = 0) -> Sample:
     return s.model_copy(
         update={"error": "HTTP 500", "chunk_ns": [], "chunk_tokens": [], "attempt": attempt}
@@ -75,26 +88,26 @@ def fail(s: Sample, attempt: int = 0) -> Sample:
 
 
 def test_a_clear_gain_is_supported_with_its_rule_on_the_record() -> None:
-    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [], temperature=0)
+    decided = judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [], temperature=0)
     assert decided.outcome == Outcome.SUPPORTED, decided.caveats
     coding = decided.per_class["coding"]
     assert coding.unit == "prompt" and coding.prompts == 10 and coding.n_baseline == 20
-    assert coding.interval == "expanded-percentile" and len(coding.per_unit) == 10
+    assert coding.interval == "student-t" and len(coding.per_unit) == 10
     assert coding.same_output == 1.0 and coding.decided_on == "all-prompts"
     assert decided.unit == "prompt" and "geometric mean" in (decided.estimator or "")
-    assert decided.interval == ["expanded-percentile"] and not decided.reasons
+    assert decided.interval == ["student-t"] and not decided.reasons
     assert decided.guards == rule.guard_texts(FASTER, "prompt")  # stated by the guards that ran
     assert all(g in decided.rule for g in decided.guards)
 
 
 def test_classes_that_disagree_are_mixed() -> None:
-    decided = verdict.judge(experiment({"coding": 0.3, "math": -0.3}), FASTER, [])
+    decided = judge(experiment({"coding": 0.3, "math": -0.3}), FASTER, [])
     assert decided.outcome == Outcome.MIXED
     assert {c.outcome for c in decided.per_class.values()} == {"supported", "refuted"}
 
 
 def test_too_few_prompts_is_inconclusive_with_the_per_prompt_effects_kept() -> None:
-    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, prompts=3), FASTER, [])
+    decided = judge(experiment({"coding": 0.3, "math": 0.3}, prompts=3), FASTER, [])
     coding = decided.per_class["coding"]
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert coding.reason == "3 paired prompts; a class needs at least 8"
@@ -107,7 +120,7 @@ def test_a_class_of_one_token_outputs_makes_the_outcome_inconclusive() -> None:
     evidence.samples = [s for s in evidence.samples if s.prompt_class == "coding"] + [
         s for s in one if s.prompt_class == "math"
     ]
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.per_class["coding"].outcome == Outcome.SUPPORTED
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert "math: most of baseline's requests made fewer than 2 tokens (20 of 20)" in (
@@ -120,7 +133,7 @@ def test_failures_in_the_variant_only_are_a_caveat_and_over_the_limit_inconclusi
     evidence = experiment({"coding": 0.3, "math": 0.3})
     variant = [i for i, s in enumerate(evidence.samples) if s.variant == "ngram"]
     evidence.samples[variant[0]] = fail(evidence.samples[variant[0]])  # 1 of 20 coding: 5%
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.SUPPORTED
     assert decided.per_class["coding"].failure_rate_variant == 0.05
     assert any(
@@ -128,7 +141,7 @@ def test_failures_in_the_variant_only_are_a_caveat_and_over_the_limit_inconclusi
         for c in (decided.caveats)
     )
     evidence.samples[variant[1]] = fail(evidence.samples[variant[1]])  # 10%
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert decided.per_class["coding"].reason == "10.0% of ngram's attempts failed (limit 5%)"
 
@@ -141,7 +154,7 @@ def test_failures_replaced_by_resume_still_count() -> None:
         if s.variant == "ngram" and s.prompt_index < 2:
             s.attempt = 1
     assert evidence.final()[1:] == (88, 8)
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert decided.per_class["math"].failure_rate_variant == pytest.approx(4 / 24, rel=1e-5)
     assert decided.per_class["math"].reason == "16.7% of ngram's attempts failed (limit 5%)"
@@ -150,13 +163,13 @@ def test_failures_replaced_by_resume_still_count() -> None:
 def test_a_failed_scrape_is_a_caveat_not_silence() -> None:
     evidence = experiment({"coding": 0.3, "math": 0.3})
     evidence.windows["ngram"] = [CLEAN, Counters()]  # the second window's closing scrape failed
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.SUPPORTED
     assert "ngram: 1 of 2 windows have no client/server token cross-check" in " ".join(
         decided.caveats
     )
     evidence.windows["ngram"] = [CLEAN.model_copy(update={"tokens_match": False})]
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert decided.reasons == ["ngram: client and server token counts disagree"]
 
@@ -166,7 +179,7 @@ def test_outputs_that_differ_across_arms_are_seen() -> None:
     for s in evidence.samples:
         if s.variant == "ngram" and s.prompt_class == "coding" and s.prompt_index < 2:
             s.output_hash = "ffffffffffffffff"
-    decided = verdict.judge(evidence, FASTER, [], temperature=0)
+    decided = judge(evidence, FASTER, [], temperature=0)
     coding = decided.per_class["coding"]
     assert decided.outcome == Outcome.SUPPORTED
     assert coding.same_output == 0.8 and coding.decided_on == "same-output-prompts"
@@ -176,7 +189,7 @@ def test_outputs_that_differ_across_arms_are_seen() -> None:
         statement="x", primary_metric="e2e_ms", direction="decrease", minimum_effect=0.05
     )
     strict = e2e.model_copy(update={"min_prompts": 9})
-    decided = verdict.judge(evidence, strict, [], temperature=0)
+    decided = judge(evidence, strict, [], temperature=0)
     assert decided.outcome == Outcome.INCONCLUSIVE
     assert decided.reasons[0].startswith(
         "coding: the arms generated different outputs and e2e_ms grows with output length"
@@ -184,7 +197,7 @@ def test_outputs_that_differ_across_arms_are_seen() -> None:
     blocked = decided.per_class["coding"]  # the class itself says so, as its guard text does
     assert blocked.outcome == Outcome.INCONCLUSIVE and blocked.prompts_needed is None
     assert (blocked.reason or "").startswith("the arms generated different outputs")
-    unhashed = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, hashes=False), FASTER, [], 0)
+    unhashed = judge(experiment({"coding": 0.3, "math": 0.3}, hashes=False), FASTER, [], 0)
     assert unhashed.per_class["coding"].same_output is None
     assert any("without a hash" in c for c in unhashed.caveats)
 
@@ -200,7 +213,7 @@ def test_an_arm_that_generated_nothing_is_refused_by_each_guard_in_turn() -> Non
     e2e = Hypothesis(
         statement="x", primary_metric="e2e_ms", direction="decrease", minimum_effect=0.05
     )
-    decided = verdict.judge(evidence, e2e, [], temperature=0)
+    decided = judge(evidence, e2e, [], temperature=0)
     assert decided.outcome == Outcome.INCONCLUSIVE and set(decided.per_class) == {"coding"}
     assert decided.reasons == [
         "math: most of ngram's requests made fewer than 2 tokens (20 of 20)",
@@ -218,7 +231,7 @@ def test_a_busy_window_is_a_caveat() -> None:
         "baseline": [CLEAN.model_copy(update={"load": calm})],
         "ngram": [CLEAN.model_copy(update={"load": loud})],
     }
-    decided = verdict.judge(evidence, FASTER, [])
+    decided = judge(evidence, FASTER, [])
     assert decided.outcome == Outcome.SUPPORTED
     busy = [c for c in decided.caveats if "busy machine" in c]
     assert busy == [
@@ -228,12 +241,10 @@ def test_a_busy_window_is_a_caveat() -> None:
 
 
 def test_drift_across_rounds_is_a_caveat_and_can_make_it_inconclusive() -> None:
-    steady = verdict.judge(experiment({"coding": 0.08, "math": 0.08}, rounds=2), FASTER, [])
+    steady = judge(experiment({"coding": 0.08, "math": 0.08}, rounds=2), FASTER, [])
     assert steady.per_class["coding"].drift is not None
     assert steady.per_class["coding"].drift < 0.025 and steady.per_class["coding"].rounds == 2
-    drifting = verdict.judge(
-        experiment({"coding": 0.08, "math": 0.08}, rounds=2, drift=0.06), FASTER, []
-    )
+    drifting = judge(experiment({"coding": 0.08, "math": 0.08}, rounds=2, drift=0.06), FASTER, [])
     coding = drifting.per_class["coding"]
     assert coding.drift is not None and coding.drift > 0.025
     assert any("drifted" in c for c in drifting.caveats)
@@ -242,13 +253,42 @@ def test_drift_across_rounds_is_a_caveat_and_can_make_it_inconclusive() -> None:
     assert coding.prompts_needed is None  # more prompts would not settle a drift: more rounds
 
 
-def test_one_round_says_time_is_confounded() -> None:
-    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [])
-    assert any(c.startswith("one round: the arms ran one after the other") for c in decided.caveats)
+def test_one_round_decides_nothing_unless_the_spec_accepts_it() -> None:
+    """A +30% gain in one round: inconclusive, and what would separate the arms from time."""
+    held = verdict.judge(experiment({"coding": 0.3, "math": 0.3}), FASTER, [])
+    assert held.outcome == Outcome.INCONCLUSIVE
+    coding = held.per_class["coding"]
+    assert coding.outcome == Outcome.INCONCLUSIVE and coding.prompts_needed is None
+    assert coding.reason == f"{rule.CONFOUNDED}: two rounds (AB, then BA) would separate them"
+    accepted = verdict.judge(
+        experiment({"coding": 0.3, "math": 0.3}), FASTER, [], None, time_confound_ok=True
+    )
+    assert accepted.outcome == Outcome.SUPPORTED
+    assert f"coding: {rule.CONFOUNDED}, accepted by the spec ({rule.ACCEPT_FIELD})" in (
+        accepted.caveats
+    )
+    two = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, rounds=2), FASTER, [])
+    assert two.outcome == Outcome.SUPPORTED
+
+
+def test_a_linear_drift_cancels_between_the_two_orders_of_the_arms() -> None:
+    """The server 5% faster every window, ABBA: each prompt's rounds, each order of the arms
+    weighted half, give the true +8%; with 3 rounds (ABBAAB) a plain mean over every request
+    would give +9.8% (the variant's windows later on average)."""
+    drifting = verdict.judge(
+        experiment({"coding": 0.08, "math": 0.08}, rounds=2, drift=0.05), FASTER, []
+    )
+    for found in drifting.per_class.values():
+        assert found.effect == pytest.approx(0.08, abs=0.006)
+    three = verdict.judge(
+        experiment({"coding": 0.08, "math": 0.08}, rounds=3, drift=0.05), FASTER, []
+    )
+    for found in three.per_class.values():
+        assert found.effect == pytest.approx(0.08, abs=0.006)
 
 
 def test_an_inconclusive_class_says_how_many_prompts_would_decide_it() -> None:
-    decided = verdict.judge(experiment({"coding": 0.09, "math": 0.09}, prompts=4), FASTER, [])
+    decided = judge(experiment({"coding": 0.09, "math": 0.09}, prompts=4), FASTER, [])
     needed = decided.per_class["coding"].prompts_needed
     assert needed is not None and needed > 4
 
@@ -264,7 +304,7 @@ def test_every_primary_metric_is_decidable(metric: str) -> None:
             "minimum_effect": 0.05,
         }
     )
-    decided = verdict.judge(experiment({"coding": 0.3, "math": 0.3}, rounds=2), hypothesis, [])
+    decided = judge(experiment({"coding": 0.3, "math": 0.3}, rounds=2), hypothesis, [])
     assert set(decided.per_class) == set(CLASSES), decided.reasons
     assert decided.per_class["coding"].unit == ("round" if metric == "output_tok_s" else "prompt")
 
@@ -279,3 +319,17 @@ def test_a_metric_that_cannot_be_decided_is_refused() -> None:
                 "minimum_effect": 0.05,
             }
         )
+
+
+def test_named_groups_are_the_unit_and_the_record_says_how_many() -> None:
+    """Ten prompts written from five templates, two each: the interval resamples the five
+    templates (each the mean of its prompts), so it is wider and the claim rests on five."""
+    evidence = experiment({"coding": 0.3, "math": 0.3}, rounds=2)
+    alone = verdict.judge(evidence, FASTER, [])
+    evidence.groups = {cls: [f"t{p // 2}" for p in range(10)] for cls in CLASSES}
+    grouped = verdict.judge(evidence, FASTER, [])
+    one, five = alone.per_class["coding"], grouped.per_class["coding"]
+    assert (one.groups, five.groups, five.prompts) == (None, 5, 10) and len(five.per_unit) == 10
+    assert five.effect == pytest.approx(one.effect, abs=1e-3)  # each template weighs the same
+    assert (five.ci_high or 0) - (five.ci_low or 0) > (one.ci_high or 0) - (one.ci_low or 0)
+    assert five.reason == "5 paired prompt groups; a class needs at least 8"  # min_prompts

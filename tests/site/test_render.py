@@ -530,17 +530,27 @@ def test_the_page_states_the_cost_and_the_index_sums_it(kb_dir: Path, site: Site
     pages = site(kb_dir)
     page = pages["records/ngram-test.md"]
     assert (
-        "| stopped when decided | 3 | 3.9 min | 4.91 min | 9.82 (2 × servers up) | 4 of 12 |"
-        in (page)
+        "| stops when decided: stopped in round 2 | 3 | 3.9 min | 4.91 min | 9.82 (2 × servers "
+        "up) | 4 of 12 |" in (page)
     )
     assert "- Stopped in round 2: every class of every comparison was decided." in page
     assert "- `ngram-k1` left the race: refuted in every class at every load by round 2." in page
     assert "about 7.08 minutes (14.2 accelerator-minutes)" in page
     # what would decide the inconclusive class, as a cost: 3.9 + 0.94 x 48 / 12 = 7.66 minutes
     assert (
-        "About 48 prompts would decide it: the same design with that many prompts per class, "
+        "About 36 more prompts would decide it: the same design with 48 prompts per class, "
         "about 7.66 min over 3 server starts, 15.3 accelerator-minutes." in page
     )
+    # the "stopped when decided" of a run that never stopped: it says it ran every round
+    unstopped = (kb_dir / "ngram-test.yaml").read_text()
+    unstopped = unstopped.replace("  stopped: {round: 2, reason: decided}\n", "")
+    (kb_dir / "ngram-test.yaml").write_text(
+        unstopped.replace(
+            "  left: {ngram-k1: refuted in every class at every load by round 2}\n", ""
+        )
+    )
+    page = site(kb_dir)["records/ngram-test.md"]
+    assert "| stops when decided: ran every round | 3 |" in page and "Stopped in round" not in page
     assert (
         "summed over the 1 measured record that states its cost: 3 server starts, "
         "4.91 server-minutes, 9.82 accelerator-minutes." in pages["records/index.md"]

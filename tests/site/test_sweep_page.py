@@ -64,6 +64,12 @@ def _best_line(best: dict[str, Any]) -> str:
         )
         + (f"; excluded: {', '.join(best['excluded'])}" if best.get("excluded") else "")
         + ")"
+        + (
+            ": best over the classes' average, not in each: "
+            + ", ".join(f"{cls} {arm}" for cls, arm in best["per_class"].items())
+            if len(set((best.get("per_class") or {}).values())) > 1
+            else ""
+        )
     )
 
 
@@ -89,7 +95,7 @@ def test_the_page_shows_every_cell_the_best_and_the_front_as_recorded(
     page = to_html(site(records)[f"records/{ID}.md"])
     assert problems(page) == []
     family = verdict["family"]
-    assert f"A sweep: {family['comparisons']} comparisons per class" in _text(page)
+    assert f"A sweep: {family['comparisons']} comparisons in the record" in _text(page)
 
     items = re.findall(r"<li (data-kbgen-best [^>]*)>(.*?)</li>", page, re.S)
     assert len(items) == len(verdict["best"]) == len(LOADS)

@@ -75,6 +75,9 @@ SPEC = {
         "prompts": "bench/prompts/seed.jsonl",
         "classes": ["coding", "math"],
         "repeats": 3,
+        # one round, the arms one after the other (`make_run`), decided as a spec may accept it
+        "rounds": 1,
+        "accept_time_confound": True,
     },
     "resolves": ["next-steps#test-ngram"],
     "tags": ["synthetic"],

@@ -184,7 +184,12 @@ class Node:
         (self.scratch / "samples.jsonl").write_bytes(self.samples)
         self.folder = Mirror(self.scratch, self.emit)
 
-    def run(self, suite: dict[str, list[str]], look: driver.Look | None) -> None:
+    def run(
+        self,
+        suite: dict[str, list[str]],
+        look: driver.Look | None,
+        listen: driver.Listen | None = None,
+    ) -> None:
         """Measure what the block still lacks, on this node; a kbgen error goes to the driver
         as a `failed` message (its class and line), not as a traceback."""
         try:
@@ -202,7 +207,8 @@ class Node:
             # asyncio's own loop: a Ray worker beside vLLM has uvloop's policy, whose loops'
             # subprocesses know no `process_group` (the server's workers are stopped with it)
             asyncio.set_event_loop_policy(None)
-            asyncio.run(driver.measure(spec, self.folder, driver.NoEvents(), launcher, suite, look))
+            events = driver.NoEvents()
+            asyncio.run(driver.measure(spec, self.folder, events, launcher, suite, look, listen))
             self.emit(("done", "", b""))
         except KbgenError as exc:
             self.emit(("failed", type(exc).__name__, str(exc).encode()))

@@ -133,6 +133,9 @@ def _block(
 
     def look(round_: int) -> driver.Looked:
         out.put(("look", "", str(round_).encode()))
+        return listen()
+
+    def listen() -> driver.Looked:
         decided, drop = ray.get(board.read.remote())
         return driver.Looked(decided, drop)
 
@@ -141,7 +144,7 @@ def _block(
 
     def measure() -> None:
         try:
-            node.run(suite, look)
+            node.run(suite, look, listen)
         finally:
             out.put(None)
 

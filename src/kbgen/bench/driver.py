@@ -88,10 +88,10 @@ class Looked:
     drop: dict[str, str] = field(default_factory=dict)
 
 
-Look = Callable[[int], Looked]  # a look in round `round`, at what the run folder holds now
-LOOK_EVERY = 16  # requests between two looks inside a window (or the concurrency, if more)
-LOOK_SHARE = 0.05  # at most this share of a window's time goes to its looks (one takes 0.85 s
-# on a sweep of 1,800 samples: bench/perf/looks.py)
+# a look at round `round`'s end, when every arm racing has run each round (a look inside a
+# window sees one arm's newest requests only: any drift becomes effect)
+Look = Callable[[int], Looked]
+Listen = Callable[[], Looked]  # what was decided elsewhere (a Ray run's other blocks' looks)
 
 
 Step = budget.Step  # (round, arm, load level): one measurement window
@@ -203,6 +203,9 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         host_label=label,
         prompt_suite=suite,
         prompt_suite_sha256=digest,
+        groups=prompts.groups(
+            Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
+        ),
         attempts=1,
         variants={},
         order=windows(spec),
@@ -237,9 +240,10 @@ async def measure(
     launcher: Launcher | None,
     suite: dict[str, list[str]],
     look: Look | None = None,
+    listen: Listen | None = None,
 ) -> None:
     """`run`'s measuring, window by window, without its totals: what a block does on a node."""
-    await _Run(spec, folder, events, launcher, suite, look).all_windows()
+    await _Run(spec, folder, events, launcher, suite, look, listen).all_windows()
 
 
 def finish(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
@@ -308,17 +312,18 @@ class _Run:
         launcher: Launcher | None,
         suite: dict[str, list[str]],
         look: Look | None = None,
+        listen: Listen | None = None,
     ) -> None:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
         self.suite = suite
         self.look = look if spec.workload.stop == "when-decided" else None
+        self.listen = listen if self.look is not None else None
         self.decided = False
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
         self.began = time.monotonic()
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
         self.serving: str | None = None  # the arm whose server runs now
-        self.next_look = 0.0  # monotonic: no look inside a window before it (`LOOK_SHARE`)
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server)
         self.timeouts = Timeouts(
@@ -336,6 +341,8 @@ class _Run:
         try:
             for begun, (round_, name, level) in enumerate(planned):
                 rest = planned[begun:] if round_ != last else []  # a round begins: what it holds
+                if self.listen is not None:
+                    self.heard(self.listen(), round_)
                 if last is not None and (self.decided or (round_ > 0 and self.out_of_time(rest))):
                     self.stop(last, begun, "decided" if self.decided else "minutes")
                     break
@@ -350,7 +357,8 @@ class _Run:
                     announced = round_
                 await self.window(round_, name, level, todo)
                 last = round_
-                self.looked(round_)
+                if self.round_ends(planned[begun + 1 :], round_):
+                    self.looked(round_)
         finally:
             await self.launcher.stop()
             self.folder.close()
@@ -366,22 +374,30 @@ class _Run:
         more = budget.seconds(self.folder.meta(), ahead, self.serving) if ahead else 0.0
         return budget.spent(self.workload.max_minutes, self.began, more)
 
-    def looked(self, round_: int) -> bool:
-        """Look at the samples so far (a run that stops when decided): note the variants that
-        leave the race; True when the window of arm `name` should end now."""
+    def round_ends(self, after: list[Step], round_: int) -> bool:
+        """Whether round `round_` is complete once its window just measured is: no window of it
+        is left in `after` (the planned windows after that one) for an arm still racing."""
+        return not any(s[0] == round_ and s[1] not in self.dropped for s in after)
+
+    def looked(self, round_: int) -> None:
+        """Look at the samples so far, at the end of round `round_` (a run that stops when
+        decided): note whether every class is decided and the variants that leave the race."""
         if self.look is None or self.decided:
-            return self.decided
-        started = time.monotonic()
-        found = self.look(round_)
-        self.next_look = time.monotonic() + (time.monotonic() - started) / LOOK_SHARE
+            return
+        self.heard(self.look(round_), round_)
+
+    def heard(self, found: Looked, round_: int) -> None:
+        """Take what a look found: whether every class is decided, who leaves the race."""
         self.decided = found.decided
+        found = Looked(
+            found.decided, {n: w for n, w in found.drop.items() if n not in self.dropped}
+        )
         if found.drop:
             meta = self.folder.meta()
             new = {n: Dropped(round=round_, why=w) for n, w in found.drop.items()}
             meta.dropped = {**new, **meta.dropped}  # assigned: run.json keeps what is set
             self.folder.write_meta(meta)
             self.dropped |= set(found.drop)
-        return self.decided
 
     def stop(self, round_: int, begun: int, reason: str) -> None:
         """Record where the run stopped: in round `round_` (the last it measured), `begun`
@@ -443,7 +459,7 @@ class _Run:
             sampler = machine.LoadSampler()
             start_ns = time.perf_counter_ns()
             failure, client_died = await self.measure(
-                client, sender, name, served.id, todo, workload, round_
+                client, sender, name, served.id, todo, workload
             )
             end_ns = time.perf_counter_ns()
             load = sampler.stop()
@@ -541,24 +557,13 @@ class _Run:
         model: str,
         todo: list[Key],
         workload: WorkloadSpec,
-        round_: int = 0,
     ) -> tuple[str | None, bool]:
-        """Send `todo` at the level's concurrency, appending each sample as it finishes; a run
-        that stops when decided looks every `LOOK_EVERY` samples (where a look delays no
-        stream in flight) and ends the window early when decided (or when arm `name` leaves
-        the race).
+        """Send `todo` at the level's concurrency, appending each sample as it finishes.
 
         Returns why it stopped early (the server died or stopped answering, or a client
         process died: then True), or None.
         """
         failure: list[str] = []
-        every = max(LOOK_EVERY, workload.concurrency)
-        finished = 0
-        # a look blocks this event loop: inside a window only where no stream it times waits on
-        # it (one stream: none in flight between two requests; worker processes stamp their own)
-        looks = self.look is not None and (
-            workload.concurrency == 1 or isinstance(sender, senders.Processes)
-        )
         levels = len(self.spec.loads)
         jobs = [
             senders.Job(
@@ -581,16 +586,10 @@ class _Run:
         ]
 
         async def done(sample: Sample) -> bool:
-            nonlocal finished
             self.folder.append(sample)
             self.events.sample_done(sample)
             if not sample.ok and not (self.launcher.alive() and await client.healthy()):
                 failure.append(sample.error or "no reason given")
-            finished += 1
-            now = looks and finished % every == 0 and finished < len(jobs)
-            now = now and time.monotonic() >= self.next_look
-            if now and (self.looked(round_) or name in self.dropped):
-                return False
             return not failure
 
         try:

@@ -1,7 +1,8 @@
 """Prompt suites: JSONL files with one `{"class": ..., "prompt": ...}` object per line.
 
 Lines are kept in file order, so the same spec sends the same prompts in the same order; a suite
-is read as any input file is (`files.read_regular`: a regular file, at most `MAX_BYTES`).
+is read as any input file is (`files.read_regular`: a regular file, at most `MAX_BYTES`). A line
+may name its prompt's `group` (a template, a source: the verdict's unit, then).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Prompt:
     line: int
     prompt_class: str
     text: str
+    group: str | None = None
 
 
 def read(path: Path) -> list[Prompt]:
@@ -60,7 +62,11 @@ def _read(path: Path) -> tuple[list[Prompt], list[Problem]]:
         if not isinstance(name, str):
             problems.append(Problem(path, number, "class", "`class` must be a string"))
             continue
-        found.append(Prompt(number, name, entry["prompt"]))
+        group = entry.get("group")
+        if group is not None and not isinstance(group, str):
+            problems.append(Problem(path, number, "group", "`group` must be a string"))
+            continue
+        found.append(Prompt(number, name, entry["prompt"], group))
     return found, problems
 
 
@@ -79,3 +85,18 @@ def load(path: Path, classes: list[str], per_class: int | None = None) -> dict[s
     if problems:
         raise InvalidInput(problems)
     return {name: prompts[:per_class] for name, prompts in found.items()}
+
+
+def groups(
+    path: Path, classes: list[str], per_class: int | None = None
+) -> dict[str, list[str | None]] | None:
+    """The group of each prompt `load` gives, class by class (None where a line names none);
+    None when no line of the suite names a group."""
+    suite = read(path)
+    if all(p.group is None for p in suite):
+        return None
+    found: dict[str, list[str | None]] = {name: [] for name in classes}
+    for prompt in suite:
+        if prompt.prompt_class in found:
+            found[prompt.prompt_class].append(prompt.group)
+    return {name: named[:per_class] for name, named in found.items()}

@@ -170,6 +170,11 @@ class RunMeta(Model):
     prompt_suite_sha256: str | None = Field(
         default=None, description="The sha256 of the prompt suite's bytes."
     )
+    groups: dict[str, list[str | None]] | None = Field(
+        default=None,
+        description="Each class's prompts' groups, in the suite's order, where its lines name "
+        "them (the verdict's unit is then the group).",
+    )
     attempts: Int = Field(ge=1, description="How many times it was run: 1, then 2 on a resume.")
     variants: dict[str, VariantRun] = Field(description="Each variant measured so far.")
     finished: str | None = Field(

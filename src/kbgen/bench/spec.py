@@ -182,12 +182,18 @@ class WorkloadSpec(Model):
         description="Times each prompt is sent to each arm within a round.",
     )
     rounds: Int = Field(
-        default=1,
+        default=2,
         ge=1,
         le=MAX_ROUNDS,
         description="Rounds of the interleaved design: in each round every arm runs once, in a "
         "seeded, balanced order (AB, BA, …), so the arms are not confounded with time. A round "
         "restarts the server only when its arguments differ from the running one's.",
+    )
+    accept_time_confound: bool = Field(
+        default=False,
+        description="Decide from one round (`rounds: 1`) although its arms ran one after the "
+        "other, so that any drift of the server enters the effect. Without it a one-round "
+        "class is inconclusive; with it the record states the confound beside the verdict.",
     )
     order_seed: Int = Field(
         default=0, description="Seed of the round order and of the prompt order within a round."
@@ -195,11 +201,10 @@ class WorkloadSpec(Model):
     stop: Literal["fixed", "when-decided"] = Field(
         default="fixed",
         description="`fixed`: run every round. `when-decided`: `rounds` is the most it runs; it "
-        "looks after every batch of requests and every round (from the second on) and stops "
-        "when every class is decided or `max_minutes` is spent, skipping the starts it no longer "
-        "needs; a sweep's variant ruled out, or worse than another, at every load leaves the race. "
-        "Decided by confidence "
-        "sequences, valid however often they are looked at.",
+        "looks at the end of every round from the second on (when every arm has run each round "
+        "so far) and stops when every class is decided or `max_minutes` is spent, skipping the "
+        "starts it no longer needs; a sweep's variant ruled out, or worse than another, at every "
+        "load leaves the race. Decided by confidence sequences, valid at every look.",
     )
     max_minutes: Finite | None = Field(
         default=None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -23,6 +24,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
     with_config,
@@ -237,7 +239,18 @@ Figure = Finite | Range
 # --- hypothesis ---------------------------------------------------------------------------
 
 
-MAX_EFFECT = 10  # +1000%: more than any engine setting gains; a larger one is a typo (5 for 5%)
+MAX_EFFECT = 10  # +1000%: more than any engine setting gains; a larger one is a typo
+PERCENT = r"^[0-9]+(\.[0-9]+)?%$"  # a minimum effect written as a percentage: '5%', '300%'
+
+
+def _fraction_or_percent(schema: dict[str, Any]) -> None:
+    """The JSON Schema of a minimum effect as it may be written: a fraction below 1 or a
+    percentage."""
+    schema.pop("type", None)
+    schema["anyOf"] = [
+        {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        {"type": "string", "pattern": PERCENT},
+    ]
 
 
 class Constraint(Model):
@@ -268,10 +281,12 @@ class Hypothesis(Model):
         examples=["increase"],
     )
     minimum_effect: Finite = Field(
-        description="Smallest relative change that matters, as a fraction (0.05 = 5%): from 0 "
-        f"to {MAX_EFFECT:g}, and below 1 for a decrease.",
-        examples=[0.05],
-        json_schema_extra={"minimum": 0, "maximum": MAX_EFFECT},
+        description="Smallest relative change that matters, as a fraction (0.05) or a "
+        f"percentage ('5%'): from 0 to {MAX_EFFECT * 100:g}%, and below 100% for a decrease. A "
+        "change of 100% or more is written as a percentage ('300%'), so that a bare 5 is never "
+        "read as 500%.",
+        examples=[0.05, "5%"],
+        json_schema_extra=_fraction_or_percent,
     )
     min_prompts: Int = Field(
         default=8,
@@ -288,24 +303,46 @@ class Hypothesis(Model):
         examples=[[{"metric": "ttft_ms", "statistic": "p99", "at_most": 500}]],
     )
 
+    @field_validator("minimum_effect", mode="before")
+    @classmethod
+    def _effect_as_written(cls, value: Any) -> Any:
+        """'5%' is 0.05; a bare number of 1 or more is refused: 5 meant as 5% would be read as
+        +500%, and every verdict on a real change would be refuted."""
+        if isinstance(value, str) and re.fullmatch(PERCENT, value.strip()):
+            return float(value.strip().rstrip("%")) / 100
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+            raise PydanticCustomError(
+                "effect_percent",
+                "{value} would read as {percent}%: write a fraction (0.05) or a percentage "
+                "('5%'); a change of 100% or more is written as a percentage ('{percent}%')",
+                {"value": f"{value:g}", "percent": f"{value * 100:g}"},
+            )
+        return value
+
+    @field_serializer("minimum_effect")
+    def _effect_as_read(self, value: float) -> float | str:
+        """A change of 100% or more as the percentage it must be written as."""
+        return f"{value * 100:.12g}%" if value >= 1 else value
+
     @field_validator("minimum_effect")
     @classmethod
     def _effect_in_range(cls, value: float, info: ValidationInfo) -> float:
         """The range said in the error, the direction's: a relative change is above -100%, so a
         decrease by 1 (100%) or more could never be seen, and every verdict would be refuted."""
+        shown = f"{value * 100:g}%"
         if info.data.get("direction") == "decrease" and not 0 <= value < 1:
             raise PydanticCustomError(
                 "effect_range",
-                "{value} is out of range: a decrease's minimum effect is from 0 to below 1 "
-                "(a fraction: 0.05 = 5%; a metric cannot fall by 100%)",
-                {"value": f"{value:g}"},
+                "{value} is out of range: a decrease's minimum effect is from 0 to below 100% "
+                "(a fraction, 0.05, or a percentage, '5%'; a metric cannot fall by 100%)",
+                {"value": shown},
             )
         if not 0 <= value <= MAX_EFFECT:
             raise PydanticCustomError(
                 "effect_range",
-                "{value} is out of range: the minimum effect is from 0 to {most} (a fraction: "
-                "0.05 = 5%)",
-                {"value": f"{value:g}", "most": MAX_EFFECT},
+                "{value} is out of range: the minimum effect is from 0 to {most}% (a fraction, "
+                "0.05, or a percentage, '5%')",
+                {"value": shown, "most": f"{MAX_EFFECT * 100:g}"},
             )
         return value
 
@@ -734,12 +771,17 @@ class Workload(Model):
     )
     stop: Literal["when-decided"] | None = Field(
         default=None,
-        description="`when-decided`: the run looked after every batch of requests and every "
-        "round and stopped when every class was decided, `rounds` its most (None: the fixed "
+        description="`when-decided`: the run looked at the end of every round from the second "
+        "on and stopped when every class was decided, `rounds` its most (None: the fixed "
         "design, every round run).",
     )
     max_minutes: Finite | None = Field(
         default=None, gt=0, description="A stopping run's wall-time budget, in minutes."
+    )
+    accept_time_confound: Literal[True] | None = Field(
+        default=None,
+        description="True: the spec accepted a verdict from one round, the arms measured one "
+        "after the other and so confounded with time (None: one round decides nothing).",
     )
 
     @model_validator(mode="after")
@@ -823,22 +865,46 @@ class SpecDecodeStats(Model):
     )
 
     @model_validator(mode="after")
-    def _accepted_within_drafted(self) -> SpecDecodeStats:
+    def _within_their_range(self) -> SpecDecodeStats:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
         if (
             self.accepted_tokens is not None
             and self.draft_tokens is not None
             and self.accepted_tokens > self.draft_tokens
         ):
-            fail_at(
-                "SpecDecodeStats",
-                [
-                    (
-                        ("accepted_tokens",),
-                        f"{self.accepted_tokens} exceeds draft_tokens ({self.draft_tokens})",
-                    )
-                ],
+            problems.append(
+                (
+                    ("accepted_tokens",),
+                    f"{self.accepted_tokens} exceeds draft_tokens ({self.draft_tokens})",
+                )
             )
+        positions = len(self.per_position_acceptance or [])
+        most_per_step = 1 + positions if positions else math.inf
+        bounds: list[tuple[tuple[str | int, ...], Figure | None, float, float, str]] = [
+            (("acceptance_rate",), self.acceptance_rate, 0, 1, "0–1"),
+            (("drafted_step_share",), self.drafted_step_share, 0, 1, "0–1"),
+            (
+                ("tokens_per_engine_step",),
+                self.tokens_per_engine_step,
+                1,
+                most_per_step,
+                f"1–{most_per_step:g}, 1 + the draft's positions",
+            ),
+            *(
+                (("per_position_acceptance", i), a, 0, 1, "0–1")
+                for i, a in enumerate(self.per_position_acceptance or [])
+            ),
+        ]
+        for loc, figure, low, high, words in bounds:
+            ends = (figure.low, figure.high) if isinstance(figure, Range) else (figure,)
+            if any(e is not None and not low <= e <= high for e in ends):
+                problems.append((loc, f"{_shown(figure)} is outside its range ({words})"))
+        fail_at("SpecDecodeStats", problems)
         return self
+
+
+def _shown(figure: Figure | None) -> str:
+    return f"{figure.low:g}–{figure.high:g}" if isinstance(figure, Range) else f"{figure:g}"
 
 
 Unit = Literal["prompt", "round", "request"]
@@ -871,6 +937,12 @@ class ClassVerdict(Model):
     )
     prompts: Count | None = Field(
         default=None, ge=0, description="Distinct prompts with data in both arms (paired)."
+    )
+    groups: Count | None = Field(
+        default=None,
+        description="Where the prompt file names each prompt's `group` (a template, a source, a "
+        "user): the groups the interval resamples, each its prompts' mean log ratio. The claim "
+        "rests on them, not on the prompts (None: every prompt its own unit).",
     )
     rounds: Count | None = Field(default=None, description="Rounds with data in both arms.")
     # keys are read as text (YAML keys reach validation as strings): a lax int, the one place
@@ -948,15 +1020,17 @@ class Cell(Model):
 
 
 class Family(Model):
-    """How a sweep's many comparisons are kept from deciding by chance."""
+    """How a record's many comparisons (a sweep's cells, an A/B's classes) are kept from
+    deciding by chance."""
 
     method: Literal["bonferroni"] = Field(
         description="`bonferroni`: simultaneous intervals, each at 1 - (1 - confidence) / "
-        "comparisons, so that the chance of any wrong decisive cell in a class stays within "
-        "1 - confidence."
+        "comparisons, so that the chance of any wrong decisive cell in the whole record (every "
+        "class, every load, every variant) stays within 1 - confidence."
     )
     comparisons: Int = Field(
-        ge=1, description="Comparisons per class: variants (baseline aside) x load levels."
+        ge=1,
+        description="Comparisons in the record: variants (baseline aside) x load levels x classes.",
     )
     cell_confidence: Finite = Field(gt=0, lt=1, description="The level of each cell's interval.")
 
@@ -981,6 +1055,12 @@ class Best(Model):
         default_factory=list,
         description="Configurations left out for breaking the hypothesis' constraints at this "
         "load.",
+    )
+    per_class: dict[str, VariantName] | None = Field(
+        default=None,
+        description="With several classes: the best in each class alone (its highest mean log "
+        "value). The best above is the best of their average, which may be no class's best.",
+        examples=[{"coding": "ngram-k4", "chat": "baseline"}],
     )
 
 
@@ -1049,8 +1129,9 @@ class Verdict(Model):
 
     outcome: Outcome = Field(description="Overall verdict.")
     variant: VariantName = Field(description="The variant judged against the baseline.")
-    method: Literal["bootstrap", "summary", "reported"] = Field(
-        description="`bootstrap`: computed by kbgen from raw samples, with intervals; "
+    method: Literal["samples", "bootstrap", "summary", "reported"] = Field(
+        description="`samples`: computed by kbgen from raw samples, with intervals (`bootstrap` "
+        "in records kbgen wrote when its intervals were bootstrapped); "
         "`summary`: from imported means only, no interval; "
         "`reported`: taken from the experimenter's account."
     )

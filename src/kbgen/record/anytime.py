@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbgen.kb.models import Unit
-from kbgen.record import rule
+from kbgen.record import rule, rule_words
 from kbgen.record.rule import Cells
 from kbgen.record.stats import Anytime
 
@@ -74,4 +74,4 @@ def rule_text(design: Design | None, unit: Unit, confidence: float) -> str:
     if design is None:
         return ""
     spent = [a for r in design.looks() if (a := design.alpha_at(r, 1 - confidence))]
-    return " " + rule.stopping_text(design.rounds, unit, spent)
+    return " " + rule_words.stopping_text(design.rounds, unit, spent)

@@ -34,10 +34,13 @@ def choose(
         return None
     sign = 1.0 if hypothesis.direction == "increase" else -1.0
     classes = []
+    alone: dict[str, str] = {}
     for cls in sorted({c for a in arms for c in means[a]}):
         units = sorted(set.intersection(*(set(means[a].get(cls, {})) for a in arms)))
         if len(units) >= 2:
-            classes.append([[sign * math.log(means[a][cls][u]) for u in units] for a in arms])
+            logs = [[sign * math.log(means[a][cls][u]) for u in units] for a in arms]
+            classes.append(logs)
+            alone[cls] = arms[max(range(len(arms)), key=lambda i: math.fsum(logs[i]))]
     if not classes:
         return None
     top, wins, beats = stats.best_of(classes, resamples)
@@ -49,6 +52,7 @@ def choose(
         probability_best=round(wins, 4),
         ties=ties,
         excluded=list(excluded),
+        per_class=alone if len(alone) > 1 else None,
     )
 
 

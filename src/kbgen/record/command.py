@@ -20,7 +20,7 @@ from kbgen.bench.spec import ExperimentSpec
 from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import documents, files
-from kbgen.kb.models import VARIANT_PATTERN, Record, Status
+from kbgen.kb.models import VARIANT_PATTERN, Outcome, Record, Status
 from kbgen.kb.problems import problems_of
 from kbgen.record import compose
 from kbgen.record import importers as imports
@@ -50,6 +50,24 @@ def record_run(
     return write(path, record, evidence, read, records)
 
 
+def check(paths: list[Path], update: bool = False) -> list[str]:
+    """`kbgen record --check`: every number of the records at `paths` recomputed from its
+    samples, InvalidInput naming each that differs; with `update`, what differs rewritten
+    instead (`recompute.update`). The lines to print."""
+    from kbgen.record import recompute
+
+    if update:
+        lines = []
+        for path in paths:
+            changed = recompute.update(path)
+            lines.append(f"{path}: {'updated ' + ', '.join(changed) if changed else 'current'}")
+        return lines
+    problems = [p for path in paths for p in recompute.recompute(path)]
+    if problems:
+        raise InvalidInput(problems)
+    return [f"ok: every number on {len(paths)} record(s) matches its samples"]
+
+
 def summary(path: Path) -> list[str]:
     """The record's verdict per class, a line each: outcome, effect, interval, and for an
     inconclusive class what would decide it, as a cost."""
@@ -57,13 +75,18 @@ def summary(path: Path) -> list[str]:
     lines = []
     for cls, c in (record.verdict.per_class if record.verdict else {}).items():
         interval = "" if c.ci_low is None else f" [{c.ci_low:+.1%}, {c.ci_high:+.1%}]"
-        needs = ""
-        if c.prompts_needed:
-            needs = f"; about {c.prompts_needed} {c.unit or 'unit'}s would decide it"
+        needs = f": {c.reason}" if c.outcome == Outcome.INCONCLUSIVE and c.reason else ""
+        if c.prompts_needed and c.unit == "prompt" and c.prompts:
+            needs += (
+                f"; about {c.prompts_needed - c.prompts} more prompts would decide it "
+                f"({c.prompts_needed} a class"
+            )
             spent = record.cost
-            if spent is not None and c.unit == "prompt" and c.prompts:
-                minutes = spent.minutes_with(c.prompts_needed, c.prompts)
-                needs += f": the same design with that many, about {minutes:.0f} min"
+            if spent is not None:
+                needs += f": about {spent.minutes_with(c.prompts_needed, c.prompts):.0f} min"
+            needs += ")"
+        elif c.prompts_needed:
+            needs += f"; about {c.prompts_needed} {c.unit or 'unit'}s in all would decide it"
         lines.append(f"{cls}: {c.outcome}, {c.effect:+.1%}{interval}{needs}")
     return lines
 

@@ -171,12 +171,19 @@ def from_run(
             **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),
             **figures.known(stop=None if design is None else "when-decided"),
             **figures.known(max_minutes=workload.max_minutes),
+            **figures.known(accept_time_confound=workload.accept_time_confound or None),
         ),
         measurements=figures.measurements(evidence),
         **figures.known(by_load=figures.by_load(evidence) or None),
         spec_decode=figures.spec_decode(evidence),
         verdict=verdict.judge(
-            evidence, hypothesis, caveats, temperature=workload.temperature, design=design
+            evidence,
+            hypothesis,
+            caveats,
+            temperature=workload.temperature,
+            design=design,
+            time_confound_ok=workload.accept_time_confound,
+            refusals=confounds.drafting(spec.variants, evidence.windows),
         ),
         resolves=list(spec.resolves),
         tags=list(spec.tags),
@@ -337,7 +344,12 @@ def from_imports(
         measurements = figures.measurements(evidence)
         # at temperature 0 the arms' outputs are compared, as `kbgen record --check` will
         decided = verdict.judge(
-            evidence, hypothesis, caveats, temperature=setup.workload.temperature
+            evidence,
+            hypothesis,
+            caveats,
+            temperature=setup.workload.temperature,
+            time_confound_ok=bool(setup.workload.accept_time_confound),
+            refusals=confounds.drafting(setup.config.variants, evidence.windows),
         )
     else:
         measurements = {i.variant: {imports.ALL: _metric_stats(i)} for i in found}

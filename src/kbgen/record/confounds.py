@@ -6,9 +6,10 @@ anything else measures more than the arms' arguments (docs/design.md, "Confounds
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kbgen.bench.effective import explains_behaviour
+from kbgen.bench.metrics import Counters
 from kbgen.kb.models import EffectiveSettings, Variant
 
 NOT_LOGGED = "not logged"
@@ -87,3 +88,23 @@ def _names_any(warning: str, settings: set[str]) -> bool:
     """Whether a warning names one of `settings` (`Enforce eager set, …` names enforce_eager)."""
     words = " " + " ".join(warning.lower().replace("-", " ").replace("_", " ").split()) + " "
     return any(f" {name.replace('_', ' ')} " in words for name in settings)
+
+
+def drafting(
+    variants: Mapping[str, Variant], windows: Mapping[str, Sequence[Counters]]
+) -> list[str]:
+    """Why the arms' servers are not the arms' settings, from what their `/metrics` counted:
+    an arm that speculates nothing whose server drafted (another arm's server measured in its
+    place, as an `external` launcher pointed at one server for both arms does)."""
+    out = []
+    for name, variant in variants.items():
+        drafted = [w.spec_decode for w in windows.get(name, []) if w.spec_decode is not None]
+        tokens = sum(d.draft_tokens for d in drafted)
+        if variant.speculative_config is None and tokens:
+            accepted = sum(d.accepted_tokens for d in drafted) / tokens
+            out.append(
+                f"{name}: its server drafted {tokens:.0f} tokens (acceptance {accepted:.2f}) "
+                "though its settings speculate nothing: it is not the server of its settings "
+                "(another arm's measured in its place?)"
+            )
+    return out

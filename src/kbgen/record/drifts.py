@@ -1,12 +1,13 @@
-"""The drift check's figures: each arm against itself across rounds, the rounds' disagreement.
+"""The server's drift across rounds: each unit's effect balanced against it, and its figures.
 
-The DRIFT guard in `rule` reads them.
+The figures (each arm against itself across rounds, the rounds' disagreement) are what the
+DRIFT guard in `rule` reads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kbgen.record import rule
 from kbgen.record.rule import Cells
@@ -16,6 +17,34 @@ def request_mean(rounds: Iterable[Sequence[Sequence[float]]]) -> float:
     """The mean over every value of a unit's requests, whatever the round."""
     values = [x for requests in rounds for request in requests for x in request]
     return math.fsum(values) / len(values)
+
+
+def balanced(
+    baseline: Mapping[int, Sequence[Sequence[float]]],
+    variant: Mapping[int, Sequence[Sequence[float]]],
+) -> float:
+    """A unit's log ratio (variant / baseline) with each order of the arms weighted half.
+
+    Round r runs the arms in the seeded order when r is even and in its reverse when r is odd
+    (`bench.driver.order`), so a linear drift of the server adds +d to the even rounds' log ratios
+    and -d to the odd rounds': the mean of the two orders' means cancels it, for any number of
+    rounds that has both (with 3 rounds the weights are 1/4, 1/2, 1/4). A unit with one order
+    only (one round) keeps the drift: `orders` tells. Without a round in both arms: the ratio of
+    the arms' means over all their requests.
+    """
+    both = sorted(set(baseline) & set(variant))
+    if not both:
+        return math.log(request_mean(variant.values()) / request_mean(baseline.values()))
+    by_order: dict[int, list[float]] = {}
+    for r in both:
+        ratio = request_mean([variant[r]]) / request_mean([baseline[r]])
+        by_order.setdefault(r % 2, []).append(math.log(ratio))
+    return math.fsum(math.fsum(x) / len(x) for x in by_order.values()) / len(by_order)
+
+
+def orders(baseline: Cells, variant: Cells, paired: Iterable[int]) -> int:
+    """How many of the two orders of the arms (round parities) pair any of the units."""
+    return len({r % 2 for u in paired for r in set(baseline[u]) & set(variant[u])})
 
 
 def drift(baseline: Cells, variant: Cells, paired: list[int]) -> rule.Drift:

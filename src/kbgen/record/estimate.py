@@ -20,7 +20,7 @@ from kbgen.kb.models import Hardware, Record
 from kbgen.kb.questions import hardware as hardware_words
 from kbgen.record import cost, stats
 from kbgen.record.anytime import Design
-from kbgen.record.rule import CONFIDENCE
+from kbgen.record.rule import CONFIDENCE, toward
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Estimate:
     startup_s: float | None = None  # a server start's, their mean
     request_s: dict[str, float] = field(default_factory=dict)  # class -> a request's seconds
     spread: float | None = None  # of the per-prompt log ratios, pooled over classes
+    distance: float | None = None  # the median of the earlier effects' distance from the minimum
     warnings: list[str] = field(default_factory=list)
 
     def windows(self, rounds: int | None = None) -> list[driver.Step]:
@@ -61,14 +62,15 @@ class Estimate:
         windows = sum(self.window_s(level) or 0.0 for _, _, level in steps)
         return (cost.starts(steps) * (self.startup_s or 0.0) + windows) / 60
 
-    def needed(self, anytime: bool) -> int | None:
-        """Prompts per class for an interval of half-width the minimum effect at the spread
-        (an effect of 0 refuted, one of twice the minimum supported), never fewer than the
-        hypothesis' `min_prompts`; `anytime`: by the confidence sequence of the first round
-        that may stop."""
+    def needed(self, anytime: bool, distance: float | None = None) -> int | None:
+        """Prompts per class for an interval of half-width `distance` (log scale; default the
+        minimum effect: an effect of 0 refuted, one of twice the minimum supported) at the
+        spread, never fewer than the hypothesis' `min_prompts`; `anytime`: by the confidence
+        sequence of the first round that may stop."""
         hypothesis = self.spec.hypothesis
-        distance = math.log1p(hypothesis.minimum_effect)
-        comparisons = (len(self.spec.variants) - 1) * len(self.spec.loads)  # a sweep's family
+        distance = math.log1p(hypothesis.minimum_effect) if distance is None else distance
+        spec = self.spec
+        comparisons = (len(spec.variants) - 1) * len(spec.loads) * len(spec.workload.classes)
         alpha = (1 - CONFIDENCE) / comparisons
         terms = None
         if anytime:
@@ -109,12 +111,20 @@ class Estimate:
         if self.spread is not None:
             fixed, anytime = self.needed(False), self.needed(True)
             needs = fixed if not stopping else anytime
+            m = spec.hypothesis.minimum_effect
             out.append(
-                f"per-prompt spread {self.spread:.3f} (log): a minimum effect of "
-                f"{spec.hypothesis.minimum_effect:.1%} needs about {_count(needs)} prompts per "
-                f"class{' under the confidence sequences' if stopping else ''} "
+                f"per-prompt spread {self.spread:.3f} (log): an effect as near the minimum "
+                f"effect as 0% or {math.expm1(2 * math.log1p(m)):+.1%} (the minimum effect "
+                f"{m:.1%} either way) needs about {_count(needs)} prompts per class"
+                f"{' under the confidence sequences' if stopping else ''} "
                 f"({_count(fixed)} fixed, {_count(anytime)} stopping when decided)"
             )
+            if self.distance is not None:
+                out.append(
+                    f"the earlier records' effects lay {math.expm1(self.distance):.1%} from the "
+                    f"minimum effect in the median: one as far needs about "
+                    f"{_count(self.needed(stopping, self.distance))} prompts per class"
+                )
             if needs is None or needs > self.prompts:
                 out.append(
                     f"warning: {self.prompts} prompts per class cannot decide the minimum "
@@ -168,6 +178,15 @@ def estimate(
         and len(logs := [math.log1p(e) for e in v.per_unit.values() if e > -1]) > 1
     ]
     found.spread = math.sqrt(fmean(variances)) if variances else None
+    target = math.log1p(toward(spec.hypothesis, spec.hypothesis.minimum_effect))
+    distances = [
+        abs(math.log1p(v.effect) - target)
+        for r in earlier
+        if r.verdict is not None
+        for v in r.verdict.per_class.values()
+        if v.unit == "prompt" and v.effect > -1
+    ]
+    found.distance = statistics.median(distances) if distances else None
     concurrencies = {c for r in earlier if r.workload and (c := r.workload.concurrency)}
     if concurrencies and concurrencies != {spec.workload.concurrency}:
         found.warnings.append(

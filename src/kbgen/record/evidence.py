@@ -49,6 +49,8 @@ class Evidence:
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
+    # class -> each prompt's group (by prompt index), where the suite names them
+    groups: dict[str, list[str | None]] | None = None
 
     @property
     def challenger(self) -> str:
@@ -132,7 +134,8 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     """
     meta = run.meta()
     if meta.cluster is not None:  # the blocks pooled, each sample marked with its block
-        return pooled([evidence_of_run(b, load_spec(b.spec_path)) for b in blocks.folders(run)])
+        parts = [evidence_of_run(b, load_spec(b.spec_path)) for b in blocks.folders(run)]
+        return dataclasses.replace(pooled(parts), groups=meta.groups)
     read = run.read_samples()  # each read once, shared with the totals
     samples = read.samples
     totals = run_totals(spec, run, meta, samples).variants
@@ -159,6 +162,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
         loads=spec.loads,
+        groups=meta.groups,
     )
 
 
@@ -187,6 +191,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["concurrency"] = evidence.concurrency
     if len(evidence.loads) > 1:  # unset for one load, likewise
         header["loads"] = evidence.loads
+    if evidence.groups:
+        header["groups"] = evidence.groups
     lines = [json.dumps(header)]
     for variant, windows in evidence.windows.items():
         lines += [
@@ -232,6 +238,7 @@ class _Header(Model):
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
+    groups: dict[str, list[str | None]] | None = None
 
 
 def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
@@ -256,6 +263,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         paired=header.paired,
         concurrency=header.concurrency,
         loads=header.loads,
+        groups=header.groups,
     )
     for number, line in enumerate(lines[1:], start=2):
         entry = _line(path, number, line)

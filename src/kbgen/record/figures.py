@@ -224,8 +224,7 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
         )
         per_position = summed.per_position_acceptance
         generated = _generated(w for w in windows if w.spec_decode is not None)
-        # Every step of a request yields one token plus the drafted tokens it accepted.
-        steps = 0.0 if generated is None else generated - summed.accepted_tokens
+        steps = 0.0 if generated is None else engine_steps(generated, summed)
         out[variant] = SpecDecodeStats(
             drafts=int(summed.drafts),
             draft_tokens=int(summed.draft_tokens),
@@ -244,6 +243,18 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
             ),
         )
     return out
+
+
+def engine_steps(generated: float, summed: metrics.SpecDecodeCounters) -> float:
+    """The engine steps of the requests that generated `generated` tokens.
+
+    Every step yields one token plus the drafted tokens it accepted: generated - accepted. But
+    vLLM counts the accepted tokens of a step that ran past a request's stop (`max_tokens`),
+    which `generated` does not hold, so that count can fall below the drafts, each of which is a
+    step. The larger of the two keeps the drafted share within 1 and, as no draft accepts more
+    than its positions, tokens per step within 1 + the positions.
+    """
+    return max(generated - summed.accepted_tokens, float(summed.drafts))
 
 
 def _generated(windows: Iterable[metrics.Counters]) -> float | None:

@@ -18,7 +18,7 @@ from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import documents, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
-from kbgen.record import figures, verdict
+from kbgen.record import confounds, figures, verdict
 from kbgen.record.anytime import Design
 from kbgen.record.evidence import read_samples, read_samples_file
 
@@ -46,30 +46,90 @@ RECOMPUTED: dict[str, Any] = {
 
 def recompute(path: Path) -> list[Problem]:
     """Recompute a record's numbers from its samples file; one problem per number that differs."""
+    record, tree, recomputed = _recomputed(path)
+    if not isinstance(recomputed, Record):
+        return recomputed  # nothing to recompute (none), or why it cannot be
+    expected = recomputed.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
+    actual = record.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
+    return [
+        located(path, loc, message, tree)
+        for section in RECOMPUTED
+        for loc, message in _differences([section], expected[section], actual.get(section, {}))
+    ]
+
+
+def update(path: Path) -> list[str]:
+    """Rewrite what a record's samples give, where it differs (the rules a verdict is made by
+    changed since it was written), keeping the author's words, comments and the caveats its
+    run gave; the sections rewritten, none when it was current or has no samples.
+
+    Raises InvalidInput where the record cannot be recomputed (no samples, a changed file).
+    """
+    record, _, recomputed = _recomputed(path)
+    if record.raw_samples is None or not recompute(path):
+        return []  # no samples to give anything, or nothing differs
+    if not isinstance(recomputed, Record) or record.verdict is None or not recomputed.verdict:
+        raise InvalidInput(recomputed if isinstance(recomputed, list) else [])
+    own = {*(record.verdict.per_class or {}), *(record.config.variants if record.config else {})}
+    kept = [c for c in record.verdict.caveats if not _judged(c, own)]  # the run's, not the rule's
+    verdict = recomputed.verdict.model_copy(
+        update={
+            "caveats": list(dict.fromkeys([*kept, *recomputed.verdict.caveats])),
+            "rationale": record.verdict.rationale,
+        }
+    )
+    fresh = recomputed.model_copy(update={"verdict": verdict})
+    doc = store.load_document(path)
+    sections = [s for s in (*RECOMPUTED, "verdict") if s in fresh.model_fields_set]
+    updates = fresh.model_dump(mode="json", exclude_none=True, include=set(sections))
+    changed = [s for s in updates if store.plain(doc.data.get(s)) != updates[s]]
+    for section in changed:
+        doc.data[section] = {}  # replaced whole, in its place
+    store.merge(doc.data, {s: updates[s] for s in changed})
+    Record.model_validate(store.plain(doc.data))
+    store.save(doc)
+    return changed
+
+
+def _judged(caveat: str, own: set[str]) -> bool:
+    """Whether a verdict's caveat is one the rule made (about a class, an arm, a cell or the
+    best), not one its run gave (the servers' logs, kbgen's commit, a torn line)."""
+    head = caveat.split(":", 1)[0].split(",", 1)[0].split(" at ", 1)[0]
+    return head in own or caveat.startswith("best ")
+
+
+def _recomputed(path: Path) -> tuple[Record, Any, Record | list[Problem]]:
+    """The record at `path`, its round-trip tree, and the record as its samples give it now,
+    or where it cannot be recomputed the problems that say why (none: nothing to recompute,
+    its figures taken as reported or imported as summaries)."""
     record = documents.load_model(path, Record)
     tree = store.load_document(path).data
 
-    def problem(loc: list[str | int], message: str) -> Problem:
-        return located(path, loc, message, tree)
+    def problem(loc: list[str | int], message: str) -> tuple[Record, Any, list[Problem]]:
+        return record, tree, [located(path, loc, message, tree)]
 
     if (
         record.raw_samples is None
         and record.verdict is not None
         and (record.verdict.method in ("reported", "summary"))
     ):
-        return []  # figures taken as reported or imported as summaries: nothing to recompute
+        return record, tree, []
     if record.raw_samples is None or record.hypothesis is None:
-        return [problem(["raw_samples"], "no samples to recompute the numbers from")]
+        return problem(["raw_samples"], "no samples to recompute the numbers from")
     samples_path = path.parent / record.raw_samples.path
     if not os.path.lexists(samples_path):
-        return [problem(["raw_samples", "path"], f"{samples_path} is missing")]
+        return problem(["raw_samples", "path"], f"{samples_path} is missing")
     try:  # inside the record's folder: never a byte of a file a symlink leads out to
         packed = read_samples_file(samples_path, path.parent)
     except InvalidInput as exc:
-        return [problem(["raw_samples", "path"], p.message) for p in exc.problems]
+        return (
+            record,
+            tree,
+            [located(path, ["raw_samples", "path"], p.message, tree) for p in exc.problems],
+        )
     digest = hashlib.sha256(packed).hexdigest()
     if record.raw_samples.sha256 and digest != record.raw_samples.sha256:
-        return [problem(["raw_samples", "sha256"], f"{samples_path.name} does not match it")]
+        return problem(["raw_samples", "sha256"], f"{samples_path.name} does not match it")
     evidence = read_samples(samples_path, packed)
     recomputed = record.model_copy(
         update={
@@ -82,16 +142,14 @@ def recompute(path: Path) -> list[Problem]:
                 [],
                 temperature=record.workload.temperature if record.workload else None,
                 design=_design(record),
+                time_confound_ok=bool(record.workload and record.workload.accept_time_confound),
+                refusals=confounds.drafting(record.config.variants, evidence.windows)
+                if record.config
+                else (),
             ),
         }
     )
-    expected = recomputed.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
-    actual = record.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
-    return [
-        problem(loc, message)
-        for section in RECOMPUTED
-        for loc, message in _differences([section], expected[section], actual.get(section, {}))
-    ]
+    return record, tree, recomputed
 
 
 def _design(record: Record) -> Design | None:

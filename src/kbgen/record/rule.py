@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from kbgen.bench.metrics import Counters
 from kbgen.bench.samples import Sample
-from kbgen.kb.models import Constraint, Family, Hypothesis, Outcome, Unit
+from kbgen.kb.models import Hypothesis, Outcome, Unit
 from kbgen.record import stats
-from kbgen.record.stats import RESAMPLES, Effect
+from kbgen.record.stats import Effect
 
 CONFIDENCE = 0.95
 # why a sweep's cell at a `sweep_step` level is not decided
@@ -27,21 +27,25 @@ EARLY = (
     "one round: a design that stops when decided decides from the second round on (the first "
     "round's arms ran one after the other, confounded with time)"
 )
+# why a class is not decided where no guard holds it: its interval, not a guard
+STRADDLES = "its interval contains the minimum effect"
+# why a class measured in one round only is not decided (the ONE_ROUND guard)
+CONFOUNDED = "arms confounded with time: one round, the arms run one after the other"
+ACCEPT_FIELD = "workload.accept_time_confound"
 # why a class of such a design is not decided when no prompt has values in both arms in a round
-NO_ROUND = (
-    "no prompt has values in both arms in one round: a design that stops when decided compares "
-    "the arms within rounds"
-)
+NO_ROUND = "no prompt has values in both arms in one round: the arms are compared within rounds"
 MAX_FAILURE_RATE = 0.05  # per arm and class, failed attempts over attempts, resumes included
 MIN_TOKENS = 2  # a request with fewer has no decode phase
+SKEWED = 1.0  # a sample skewness beyond it: the distribution is highly skewed (Bulmer's rule)
 MIN_ROUNDS = 2  # for output_tok_s, whose unit is the round
 BUSY_OTHER_CPU = 25.0  # % of all cores used by other processes: a neighbour as large as a core
 BUSY_STEAL = 5.0  # % of CPU time stolen by the hypervisor: the VM's cores are not its own
 # metrics that do not grow with the output's length: comparable even where the texts differ
 LENGTH_FREE = frozenset({"decode_tok_s", "tpot_ms", "itl_ms", "chunk_gap_ms", "ttft_ms"})
 ESTIMATOR = {
-    "prompt": "geometric mean of per-prompt ratios (each prompt's mean over its requests, "
-    "variant / baseline)",
+    "prompt": "geometric mean of per-prompt ratios (each prompt's ratio of its means over its "
+    "requests, variant / baseline, in each round both arms ran it, the rounds of each order of "
+    "the arms (AB, BA) weighted half, so that a linear drift cancels)",
     "round": "geometric mean of per-round ratios (each round's window throughput, variant / "
     "baseline)",
     "request": "ratio of the arms' means over requests (unpaired)",
@@ -73,10 +77,13 @@ def outcome_of(hypothesis: Hypothesis, low: float, high: float) -> Outcome:
 
 
 def interval_outcome(effect: Effect, hypothesis: Hypothesis) -> tuple[Outcome, str]:
-    """Supported / refuted / inconclusive from the interval alone, and why when no interval."""
+    """Supported / refuted / inconclusive from the interval alone, and why when inconclusive."""
     if effect.ci_low is None or effect.ci_high is None:
         return Outcome.INCONCLUSIVE, "no confidence interval (fewer than 2 paired units)"
-    return outcome_of(hypothesis, effect.ci_low, effect.ci_high), ""
+    outcome = outcome_of(hypothesis, effect.ci_low, effect.ci_high)
+    if outcome == Outcome.INCONCLUSIVE:
+        return outcome, f"{STRADDLES} ({target(hypothesis)[0]})"
+    return outcome, ""
 
 
 # --- what the guards look at, and what they find ----------------------------------------------
@@ -149,6 +156,9 @@ class Decision:
     outcome: Outcome
     units: int
     drift: Drift | None = None
+    orders: int = 2  # how many of the two orders of the arms (AB, BA) the units ran in
+    time_confound_ok: bool = False  # the spec accepts arms confounded with time
+    grouped: bool = False  # the units are groups of prompts (a template, a source)
 
 
 @dataclass(frozen=True)
@@ -203,9 +213,9 @@ def _count(decision: Decision) -> Finding:
         return NOTHING
     if decision.unit == "request":
         return Finding(hold=f"fewer than {needed} requests per arm", lifts=True)
+    units = "prompt groups" if decision.grouped else f"{decision.unit}s"
     return Finding(
-        hold=f"{decision.units} paired {decision.unit}s; a class needs at least {needed}",
-        lifts=True,
+        hold=f"{decision.units} paired {units}; a class needs at least {needed}", lifts=True
     )
 
 
@@ -382,6 +392,50 @@ DRIFT = Guard(
 )
 
 
+def _one_round(decision: Decision) -> Finding:
+    if decision.unit == "round" or decision.orders > 1:
+        return NOTHING
+    if decision.orders == 0:  # the arms' values are of different rounds
+        return Finding(hold=NO_ROUND)
+    if decision.time_confound_ok:
+        return Finding(caveats=(f"{CONFOUNDED}, accepted by the spec ({ACCEPT_FIELD})",))
+    return Finding(hold=f"{CONFOUNDED}: two rounds (AB, then BA) would separate them")
+
+
+ONE_ROUND = Guard(
+    "one-round",
+    lambda _hypothesis, _unit: (
+        "arms measured in one order only (one round) are confounded with time: inconclusive, "
+        f"unless the spec accepts it ({ACCEPT_FIELD}), which the verdict then states"
+    ),
+    effect=_one_round,
+)
+
+
+def _skew(decision: Decision) -> Finding:
+    logs = [math.log1p(e) for e in decision.effect.per_unit if e > -1]
+    g = stats.skewness(logs) if decision.unit != "request" else None
+    if g is None or abs(g) < SKEWED:
+        return NOTHING
+    return Finding(
+        caveats=(
+            f"the {decision.unit}s' effects are skewed (skewness {g:+.1f} over {len(logs)}): "
+            "at few units a symmetric interval misses on the other side more often than its "
+            "level says; more units would tell",
+        )
+    )
+
+
+SKEW = Guard(
+    "skew",
+    lambda _hypothesis, unit: (
+        f"{unit}s' effects with a skewness beyond ±{SKEWED:g} are a caveat (at few units the "
+        "interval's error may exceed its level)"
+    ),
+    effect=_skew,
+)
+
+
 def _same_output(case: Case) -> Finding:
     agreement, hypothesis = case.agreement, case.hypothesis
     if agreement is None:
@@ -426,7 +480,7 @@ SAME_OUTPUT = Guard(
     samples=_same_output,
 )
 
-GUARDS = (COUNT, FAILURES, USABLE, TOKENS, BUSY, DRIFT, SAME_OUTPUT)
+GUARDS = (COUNT, FAILURES, USABLE, TOKENS, BUSY, ONE_ROUND, DRIFT, SKEW, SAME_OUTPUT)
 
 
 # --- walking them -----------------------------------------------------------------------------
@@ -468,6 +522,11 @@ def _joined(found: Iterable[Finding]) -> Finding:
 
 # --- the rule in words ------------------------------------------------------------------------
 
+OVERALL = (
+    "Overall: the classes' common outcome; mixed when they reach different decisive outcomes; "
+    "inconclusive otherwise."
+)
+
 
 def guard_texts(hypothesis: Hypothesis, unit: Unit) -> list[str]:
     """The guards `verdict.judge` applies, in words, for the record."""
@@ -476,15 +535,14 @@ def guard_texts(hypothesis: Hypothesis, unit: Unit) -> list[str]:
 
 def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
     """The rule in words, for the record."""
-    m, beyond, short = _target(hypothesis)
+    m, beyond, short = target(hypothesis)
     metric = hypothesis.primary_metric
     units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
     interval = (
         f"a {CONFIDENCE:.0%} BCa bootstrap interval over requests"
         if unit == "request"
-        else f"a {CONFIDENCE:.0%} interval over {units}: an expanded-percentile cluster "
-        f"bootstrap (resampling whole {units}, {RESAMPLES:,} resamples, seeded) from "
-        f"{stats.BOOTSTRAP_MIN_UNITS} {units} on, Student-t on the log ratios below"
+        else f"a {CONFIDENCE:.0%} Student-t interval on the {units}' log ratios (each of "
+        f"the {units} a cluster of requests)"
     )
     return (
         f"Unit: the {unit}. Effect per class = {ESTIMATOR[unit]} of {metric} - 1, with "
@@ -494,97 +552,7 @@ def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
     )
 
 
-def stopping_text(rounds: int, unit: Unit, alphas: Sequence[float]) -> str:
-    """How a design that stops when decided decides, in words, for the record (`alphas`: the
-    error each round that may stop spends)."""
-    if unit == "round":
-        how = (
-            f"one confidence sequence over the rounds (Robbins' normal mixture, tightest at "
-            f"{rounds} rounds)"
-        )
-    else:
-        spent = ", ".join(f"{a:.2%}" for a in alphas)
-        how = (
-            "a confidence sequence over the prompts paired in the last round measured, each "
-            "prompt's mean over all its rounds (Robbins' normal mixture on the log ratios with "
-            "their sample spread, tightest at the class's prompts), from the second round on; "
-            f"the error is split over the rounds that may stop, halving from the first ({spent})"
-        )
-    return (
-        f"Stopping: the run looks after every batch of requests and every round, up to "
-        f"{rounds} rounds, and stops when every class is decided or the budget is spent. In "
-        f"place of the fixed interval, {how}: it holds at every look, so looking often does "
-        "not decide by chance. The boundary is kbgen's closed form of Howard et al. (2021), "
-        "checked against confseq's normal_mixture_bound: confseq has no wheel and does not "
-        "build on Python 3.11 as published, expectation needs Python 3.12 and is GPL-3.0."
-    )
-
-
-def family_text(
-    family: Family, unit: Unit, stepped: bool = False, constraints: Sequence[Constraint] = ()
-) -> str:
-    """How a sweep keeps its many comparisons from deciding by chance, and what `best` means,
-    in words, for the record; `stepped`: some of its levels are steps of an imported sweep
-    whose arms were sent different loads (`sweep_step`); `constraints`: the hypothesis' bounds
-    on the best."""
-    units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
-    bounds = "; ".join(f"{c.metric} {c.statistic} at most {c.at_most:g} ms" for c in constraints)
-    return (
-        f"Sweep: {family.comparisons} comparisons per class (every variant at every load "
-        f"against the baseline at the same load), each cell decided by its "
-        f"{family.cell_confidence:.2%} interval (Bonferroni: 1 - {1 - CONFIDENCE:.0%} / "
-        f"{family.comparisons}), so that the chance of any wrong decisive cell in a class stays "
-        f"within {1 - CONFIDENCE:.0%}; the intervals shown are these. The headline (`variant`, "
-        "`per_class`) is the variant that goes furthest in the hypothesised direction at the "
-        "first load. Best per load: the configuration, the baseline included, with the highest "
-        f"mean log {units}' value over classes; its probability is its share of "
-        f"{RESAMPLES:,} resamples of {units} (paired across every arm, within each class) that "
-        f"it wins; ties are the configurations it does not beat in at least 1 - "
-        f"{1 - CONFIDENCE:.0%} / (configurations - 1) of them."
-        + (
-            " A level that is a `sweep_step` (the tool sent each arm its own load at that step "
-            "of its sweep) compares no arms: its cells are inconclusive, and it has no best."
-            if stepped
-            else ""
-        )
-        + (
-            f" Only a configuration that keeps {bounds} over all its requests at a load, every "
-            "class pooled, can be the best there; one that breaks it, or has no figure to show "
-            "it keeps it, is excluded."
-            if constraints
-            else ""
-        )
-    )
-
-
-def summary_rule_text(hypothesis: Hypothesis, allowed: bool) -> str:
-    """The rule of a verdict from reported means alone (`verdict.judge_means`), in words: it
-    applies no guard, so it names none; and it decides only where `allowed` (a summary-only
-    verdict asked for with --allow-summary-only)."""
-    m, beyond, short = _target(hypothesis)
-    effect = (
-        f"Effect = mean({hypothesis.primary_metric}) of the variant / baseline - 1 per class, "
-        "from the reported means (no samples, so no interval"
-    )
-    if not allowed:
-        return (
-            f"{effect}). A summary-only verdict was not allowed (--allow-summary-only), so every "
-            f"class is inconclusive: the effect is reported, not decided. {OVERALL}"
-        )
-    return (
-        f"{effect}: a summary-only verdict, allowed explicitly with --allow-summary-only). "
-        f"Supported: the reported change lies {beyond} {m}. Refuted: it lies {short} {m} (a "
-        f"point estimate, nothing is ruled out with confidence). {OVERALL}"
-    )
-
-
-OVERALL = (
-    "Overall: the classes' common outcome; mixed when they reach different decisive outcomes; "
-    "inconclusive otherwise."
-)
-
-
-def _target(hypothesis: Hypothesis) -> tuple[str, str, str]:
+def target(hypothesis: Hypothesis) -> tuple[str, str, str]:
     """The target change in the hypothesised direction (`+5%`), and which side of it supports
     the hypothesis and which refutes it (`above`, `below`)."""
     m = f"{toward(hypothesis, hypothesis.minimum_effect):+.0%}"

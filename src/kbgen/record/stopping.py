@@ -13,9 +13,8 @@ from kbgen.bench.spec import ExperimentSpec
 from kbgen.kb.models import Cell, Hypothesis, Outcome
 from kbgen.record import verdict
 from kbgen.record.anytime import Design
-from kbgen.record.evidence import Evidence, at_level, evidence_of_run
-from kbgen.record.rule import CONFIDENCE, toward
-from kbgen.record.stats import RESAMPLES
+from kbgen.record.evidence import Evidence, evidence_of_run
+from kbgen.record.rule import STRADDLES, toward
 
 
 def looker(spec: ExperimentSpec, folder: RunFolder) -> Look:
@@ -26,7 +25,13 @@ def looker(spec: ExperimentSpec, folder: RunFolder) -> Look:
         if round_ not in design.looks():
             return Looked()
         evidence = evidence_of_run(folder, spec)
-        found = cells(evidence, spec.hypothesis, spec.workload.temperature, design)
+        found = cells(
+            evidence,
+            spec.hypothesis,
+            spec.workload.temperature,
+            design,
+            spec.workload.accept_time_confound,
+        )
         drop = {}
         if len(found) > len(evidence.classes):  # a sweep: who is ruled out leaves the race
             for variant in evidence.challengers:
@@ -41,23 +46,20 @@ def looker(spec: ExperimentSpec, folder: RunFolder) -> Look:
 
 
 def cells(
-    evidence: Evidence, hypothesis: Hypothesis, temperature: float | None, design: Design
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    temperature: float | None,
+    design: Design,
+    time_confound_ok: bool = False,
 ) -> list[Cell]:
     """Every comparison's (variant, load level) cell per class under a stopping design, as the
     verdict would decide them now: each at the family's level, so that all hold together."""
-    comparisons = len(evidence.challengers) * len(evidence.loads)
-    confidence = 1 - (1 - CONFIDENCE) / comparisons
-    out: list[Cell] = []
-    for level, load in enumerate(evidence.loads):
-        here = at_level(evidence, level)
-        for variant in evidence.challengers:
-            found = verdict.compare(
-                here, variant, hypothesis, temperature, RESAMPLES, confidence, False, design
-            )
-            out += [
-                verdict.cell(variant, load, c, found, evidence.baseline) for c in evidence.classes
-            ]
-    return out
+    found = verdict.comparisons(evidence, hypothesis, temperature, design, time_confound_ok)
+    return [
+        verdict.cell(variant, evidence.loads[level], cls, compared, evidence.baseline)
+        for (variant, level), compared in found.items()
+        for cls in evidence.classes
+    ]
 
 
 def _left(variant: str, found: list[Cell], others: list[str], hypothesis: Hypothesis) -> str:
@@ -85,7 +87,8 @@ def _below(mine: Cell, theirs: Cell, hypothesis: Hypothesis) -> bool:
     """Whether `mine`'s interval lies wholly short of `theirs` in the hypothesised direction
     (neither held by a guard)."""
     bounds = (mine.ci_low, mine.ci_high, theirs.ci_low, theirs.ci_high)
-    if any(b is None for b in bounds) or mine.reason or theirs.reason:
+    held = [c.reason for c in (mine, theirs) if c.reason and not c.reason.startswith(STRADDLES)]
+    if any(b is None for b in bounds) or held:
         return False
     low, high, their_low, their_high = (toward(hypothesis, b or 0.0) for b in bounds)
     return max(low, high) < min(their_low, their_high)

@@ -24,13 +24,13 @@ from kbgen.kb.models import (
     Unit,
     Verdict,
 )
-from kbgen.record import anytime, best, drifts, machines, pareto, rule, stats
+from kbgen.record import anytime, best, class_verdict, pareto, rule, rule_words
 from kbgen.record.anytime import Design
 from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
-from kbgen.record.rule import CONFIDENCE, ESTIMATOR, Cells
-from kbgen.record.stats import RESAMPLES, Effect
+from kbgen.record.rule import CONFIDENCE, ESTIMATOR
+from kbgen.record.stats import RESAMPLES
 
 
 def unit_of(evidence: Evidence, hypothesis: Hypothesis) -> Unit:
@@ -66,6 +66,8 @@ def judge(
     temperature: float | None = None,
     resamples: int = RESAMPLES,
     design: Design | None = None,
+    time_confound_ok: bool = False,
+    refusals: Sequence[str] = (),
 ) -> Verdict:
     """The verdict on the evidence's final samples, every guard applied (see `rule.rule_text`).
 
@@ -73,20 +75,42 @@ def judge(
     one load is an A/B: each class decided at `CONFIDENCE`. More (a sweep) is a family of
     comparisons per class, each decided at Bonferroni's level (`sweep`). `design`: a run that
     stops when decided, each class then decided by its confidence sequence (`anytime`).
+    `time_confound_ok`: the spec accepts a verdict from one round. `refusals`: what makes the
+    whole comparison inconclusive beyond the guards (`confounds.drafting`).
     """
     if len(evidence.challengers) * len(evidence.loads) > 1:
-        return sweep(evidence, hypothesis, caveats, temperature, resamples, design)
+        return sweep(
+            evidence,
+            hypothesis,
+            caveats,
+            temperature,
+            resamples,
+            design,
+            time_confound_ok,
+            refusals,
+        )
     unit = unit_of(evidence, hypothesis)
+    family = family_of(evidence)
+    confidence = family.cell_confidence if family else CONFIDENCE
     compared = compare(
-        evidence, evidence.challenger, hypothesis, temperature, resamples, design=design
+        evidence,
+        evidence.challenger,
+        hypothesis,
+        temperature,
+        confidence,
+        design=design,
+        time_confound_ok=time_confound_ok,
     )
-    per_class, reasons = compared.per_class, compared.reasons
+    per_class, reasons = compared.per_class, [*refusals, *compared.reasons]
     return Verdict(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], reasons),
         variant=evidence.challenger,
-        method="bootstrap",
+        method="samples",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit) + anytime.rule_text(design, unit, CONFIDENCE),
+        rule=rule.rule_text(hypothesis, unit)
+        + (" " + rule_words.family_text(family, unit, sweep=False) if family else "")
+        + anytime.rule_text(design, unit, confidence),
+        **known(family=family),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *reasons, *compared.notes])),
         unit=unit,
@@ -102,10 +126,10 @@ def compare(
     variant: str,
     hypothesis: Hypothesis,
     temperature: float | None,
-    resamples: int,
     confidence: float = CONFIDENCE,
     window_notes: bool = True,
     design: Design | None = None,
+    time_confound_ok: bool = False,
 ) -> Compared:
     """`variant` against the baseline over the evidence of one load, each class decided by its
     interval at `confidence` and every guard (the arms' window caveats left out unless
@@ -122,14 +146,12 @@ def compare(
     per_class: dict[str, ClassVerdict] = {}
     for cls in evidence.classes:
         case = _case(evidence, variant, cls, final, attempts, hypothesis, unit, temperature)
-        decided = _decide(cls, case, unit, resamples, reasons, notes, confidence, design)
+        named = (evidence.groups or {}).get(cls)
+        decided = _decide(
+            cls, case, unit, reasons, notes, confidence, design, time_confound_ok, named
+        )
         if decided is not None:
             per_class[cls] = decided
-    if unit == "prompt" and per_class and all((c.rounds or 1) < 2 for c in per_class.values()):
-        notes.append(
-            "one round: the arms ran one after the other, so time is confounded with the arm "
-            "(no drift check)"
-        )
     return Compared(per_class, reasons, notes)
 
 
@@ -140,6 +162,8 @@ def sweep(
     temperature: float | None = None,
     resamples: int = RESAMPLES,
     design: Design | None = None,
+    time_confound_ok: bool = False,
+    refusals: Sequence[str] = (),
 ) -> Verdict:
     """Every variant against the baseline at every load, in every class: the cells, each
     decided by its simultaneous (Bonferroni) interval, so that the chance of any wrong decisive
@@ -148,25 +172,21 @@ def sweep(
     front (`pareto.front`). `variant` and `per_class` are the headline: at the first load,
     the variant whose classes' effects go furthest in the hypothesised direction."""
     unit = unit_of(evidence, hypothesis)
-    comparisons = len(evidence.challengers) * len(evidence.loads)
-    confidence = 1 - (1 - CONFIDENCE) / comparisons
-    compared: dict[tuple[str, int], Compared] = {}
-    cells: list[Cell] = []
+    family = family_of(evidence)
+    assert family is not None  # a sweep has several comparisons
+    confidence = family.cell_confidence
+    compared = comparisons(evidence, hypothesis, temperature, design, time_confound_ok, refusals)
+    cells = [
+        cell(variant, evidence.loads[level], cls, found, evidence.baseline)
+        for (variant, level), found in compared.items()
+        for cls in evidence.classes
+    ]
     windows: list[str] = []  # the window guards' caveats, once per arm and load
     for level, load in enumerate(evidence.loads):
         here = at_level(evidence, level)
         for arm in evidence.variants:
             found_there = rule.on_windows(here.windows.get(arm, []))
             windows += [f"{_where(arm, load)}: {c}" for c in found_there.caveats]
-        for variant in evidence.challengers:
-            found = compare(
-                here, variant, hypothesis, temperature, resamples, confidence, False, design
-            )
-            if "sweep_step" in load:  # an import's step where the arms were sent different loads
-                found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
-            compared[(variant, level)] = found
-            for cls in evidence.classes:
-                cells.append(cell(variant, load, cls, found, evidence.baseline))
     headline = max(
         evidence.challengers,
         key=lambda v: _going(compared[(v, 0)].per_class.values(), hypothesis),
@@ -177,18 +197,31 @@ def sweep(
         if (variant, level) != (headline, 0):
             where = _where(variant, evidence.loads[level])
             notes += [f"{where}, {said}" for said in [*found.reasons, *found.notes]]
+    bests = [
+        b
+        for level, load in enumerate(evidence.loads)
+        if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
+        and "sweep_step" not in load  # nor is there one load to be best at
+        and (b := _best(at_level(evidence, level), load, hypothesis, unit)) is not None
+    ]
+    for b in bests:
+        others = {c: arm for c, arm in (b.per_class or {}).items() if arm != b.variant}
+        if others:
+            notes.append(
+                f"best {_where(b.variant, b.load)} over the classes' average, not in "
+                + ", ".join(f"{c} (there {arm})" for c, arm in others.items())
+            )
     per_class = chosen.per_class
-    family = Family(method="bonferroni", comparisons=comparisons, cell_confidence=confidence)
     points = pareto.front(evidence, resamples)
     front_rule = f" {pareto.rule_text(len(points))}" if points else ""
     return Verdict(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], chosen.reasons),
         variant=headline,
-        method="bootstrap",
+        method="samples",
         confidence=CONFIDENCE,
         rule=rule.rule_text(hypothesis, unit)
         + " "
-        + rule.family_text(
+        + rule_words.family_text(
             family,
             unit,
             stepped=any("sweep_step" in x for x in evidence.loads),
@@ -210,13 +243,49 @@ def sweep(
         **known(load=evidence.loads[0] or None, pareto=points or None),
         family=family,
         cells=cells,
-        best=[
-            b
-            for level, load in enumerate(evidence.loads)
-            if unit != "request"  # unpaired requests: no draw of prompts pairs the arms
-            and "sweep_step" not in load  # nor is there one load to be best at
-            and (b := _best(at_level(evidence, level), load, hypothesis, unit)) is not None
-        ],
+        best=bests,
+    )
+
+
+def comparisons(
+    evidence: Evidence,
+    hypothesis: Hypothesis,
+    temperature: float | None,
+    design: Design | None = None,
+    time_confound_ok: bool = False,
+    refusals: Sequence[str] = (),
+) -> dict[tuple[str, int], Compared]:
+    """Every variant against the baseline at every load level, each at the family's level
+    (`family_of`), with what holds it: an import's step where the arms were sent different
+    loads, a refusal of either arm (`judge`'s)."""
+    family = family_of(evidence)
+    confidence = family.cell_confidence if family else CONFIDENCE
+    out: dict[tuple[str, int], Compared] = {}
+    for level, load in enumerate(evidence.loads):
+        here = at_level(evidence, level)
+        for variant in evidence.challengers:
+            found = compare(
+                here, variant, hypothesis, temperature, confidence, False, design, time_confound_ok
+            )
+            if "sweep_step" in load:  # an import's step where the arms were sent different loads
+                found.reasons.insert(0, f"{variant}: {rule.UNEQUAL_LOADS}")
+            arms = (evidence.baseline, variant)
+            found.reasons[:0] = [r for r in refusals if r.partition(": ")[0] in arms]
+            out[(variant, level)] = found
+    return out
+
+
+def family_of(evidence: Evidence) -> Family | None:
+    """The record's family of comparisons, every variant at every load in every class, and the
+    level each is decided at so that the chance of any wrong decisive one stays within
+    1 - CONFIDENCE (Bonferroni); None for one comparison."""
+    comparisons = len(evidence.challengers) * len(evidence.loads) * len(evidence.classes)
+    if comparisons < 2:
+        return None
+    return Family(
+        method="bonferroni",
+        comparisons=comparisons,
+        cell_confidence=1 - (1 - CONFIDENCE) / comparisons,
     )
 
 
@@ -283,75 +352,6 @@ def _where(variant: str, load: Load) -> str:
     return f"{variant} at " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in load.items())
 
 
-def decide_class(
-    baseline: Cells,
-    variant: Cells,
-    hypothesis: Hypothesis,
-    unit: Unit = "prompt",
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    design: Design | None = None,
-) -> tuple[ClassVerdict, list[str]]:
-    """One class's verdict from its paired units, with the guards on its effect applied, and the
-    caveats they raise. Units count only with values in both arms; a class with too few is
-    inconclusive, its per-unit effects still given. With `design` (a run that stops when
-    decided) the interval is a confidence sequence, over the prompts paired in the last round
-    that has any (`anytime.Design.terms`)."""
-    paired = sorted(set(baseline) & set(variant))
-    if not paired:
-        raise ValueError("a class verdict needs a unit with values in both arms")
-    terms, early = None, ""
-    if design is not None:
-        paired, terms, early = anytime.looked(baseline, variant, paired, unit, design, confidence)
-    effect = stats.paired_effect(
-        [_mean(baseline[u].values()) for u in paired],
-        [_mean(variant[u].values()) for u in paired],
-        confidence,
-        resamples,
-        n_baseline=sum(len(r) for u in paired for r in baseline[u].values()),
-        n_variant=sum(len(r) for u in paired for r in variant[u].values()),
-        anytime=terms,
-    )
-    rounds = {r for u in paired for r in (*baseline[u], *variant[u])}
-    drift = (
-        drifts.drift(baseline, variant, paired) if unit == "prompt" and len(rounds) > 1 else None
-    )
-    outcome, why = rule.interval_outcome(effect, hypothesis)
-    found = rule.on_effect(rule.Decision(hypothesis, unit, effect, outcome, effect.units, drift))
-    agreed = (
-        machines.check(baseline, variant, paired, hypothesis, outcome, confidence)
-        if unit == "prompt" and not (found.hold or early)
-        else None
-    )
-    apart = agreed.hold if agreed else ""  # the machines disagree: more prompts would not lift it
-    hold = found.hold or apart
-    caveats = [*found.caveats, *([agreed.caveat] if agreed and agreed.caveat else [])]
-    outcome = Outcome.INCONCLUSIVE if hold or early else outcome
-    verdict = ClassVerdict(
-        outcome=outcome,
-        **known(
-            effect=rounded(effect.effect),
-            ci_low=rounded(effect.ci_low),
-            ci_high=rounded(effect.ci_high),
-            drift=None if drift is None else rounded(drift.most),
-            reason=hold or early or why or None,
-            prompts_needed=_needed(
-                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, terms
-            )
-            if outcome == Outcome.INCONCLUSIVE and found.lifts and not early and not apart
-            else None,
-        ),
-        n_baseline=effect.n_baseline,
-        n_variant=effect.n_variant,
-        unit=unit,
-        interval=effect.interval,
-        prompts=len(paired) if unit == "prompt" else None,
-        rounds=len(rounds),
-        per_unit={u: rounded(e) or 0.0 for u, e in zip(paired, effect.per_unit, strict=True)},
-    )
-    return verdict, caveats
-
-
 def overall(outcomes: Sequence[Outcome], reasons: Sequence[str] = ()) -> Outcome:
     """The classes' common outcome; mixed when decisive outcomes differ; else inconclusive."""
     if reasons or not outcomes:
@@ -391,7 +391,7 @@ def judge_means(
         outcome=overall([Outcome(c.outcome) for c in per_class.values()], reasons),
         variant=evidence.challenger,
         method="summary",
-        rule=rule.summary_rule_text(hypothesis, allow),
+        rule=rule_words.summary_rule_text(hypothesis, allow),
         per_class=per_class,
         caveats=list(dict.fromkeys([*caveats, *reasons, *notes])),
         estimator="ratio of the reported means",
@@ -434,14 +434,16 @@ def _decide(
     cls: str,
     case: rule.Case,
     unit: Unit,
-    resamples: int,
     reasons: list[str],
     notes: list[str],
     confidence: float = CONFIDENCE,
     design: Design | None = None,
+    time_confound_ok: bool = False,
+    named: Sequence[str | None] | None = None,
 ) -> ClassVerdict | None:
     """One class's verdict, every guard on its samples, values and effect applied (None when it
-    has no usable values); what the guards found is added to `reasons` and `notes`."""
+    has no usable values); what the guards found is added to `reasons` and `notes`. `named`:
+    each prompt's group, by prompt index, where the suite names them."""
     hypothesis, arms = case.hypothesis, case.arms
     found = rule.on_samples(case)
     _tell(cls, found, reasons, notes)
@@ -455,10 +457,19 @@ def _decide(
     if not values.paired:
         return None
     if unit == "request":
-        decided, raised = _unpaired(*values.cells, hypothesis, confidence)
+        decided, raised = class_verdict.unpaired(
+            *values.cells, hypothesis, confidence, time_confound_ok
+        )
     else:
-        decided, raised = decide_class(
-            *values.cells, hypothesis, unit, resamples, confidence, design
+        groups = None
+        if named is not None and unit == "prompt":
+            groups = {
+                paired_by(s): g
+                for s in [*kept[arms[0]], *kept[arms[1]]]
+                if s.prompt_index < len(named) and (g := named[s.prompt_index]) is not None
+            }
+        decided, raised = class_verdict.decide(
+            *values.cells, hypothesis, unit, confidence, design, time_confound_ok, groups
         )
     notes += [f"{cls}: {c}" for c in raised]
     if found.hold:  # more prompts would not lift it: no prompts_needed
@@ -508,23 +519,6 @@ def _cells(
     return out
 
 
-def _needed(
-    effect: Effect,
-    hypothesis: Hypothesis,
-    at_least: int,
-    confidence: float = CONFIDENCE,
-    anytime: stats.Anytime | None = None,
-) -> int | None:
-    """About how many units would decide at the minimum effect, from the spread between them
-    (never fewer than the rule's minimum, `at_least`); with `anytime`, by its sequence."""
-    threshold = rule.toward(hypothesis, hypothesis.minimum_effect)
-    if threshold <= -1 or effect.effect <= -1:
-        return None
-    distance = abs(math.log1p(effect.effect) - math.log1p(threshold))
-    needed = stats.units_needed(effect.spread, distance, confidence, anytime)
-    return None if needed is None else max(needed, at_least)
-
-
 def _agreement(mine: Mapping[str, list[Sample]]) -> rule.Agreement:
     """The arms' outputs compared prompt by prompt: a prompt agrees when every successful
     request of both arms produced one and the same hash."""
@@ -536,32 +530,3 @@ def _agreement(mine: Mapping[str, list[Sample]]) -> rule.Agreement:
     unknown = {p for p, sets in hashes.items() if any(None in h for h in sets)}
     agree = {p for p, (a, b) in hashes.items() if p not in unknown and a == b and len(a) == 1}
     return rule.Agreement(frozenset(prompts), frozenset(agree), frozenset(unknown))
-
-
-def _unpaired(
-    baseline: Cells, variant: Cells, hypothesis: Hypothesis, confidence: float = CONFIDENCE
-) -> tuple[ClassVerdict, list[str]]:
-    """A class of unpaired requests (each its own prompt): a two-sample bootstrap over them."""
-    b = [_mean(per_round.values()) for per_round in baseline.values()]
-    v = [_mean(per_round.values()) for per_round in variant.values()]
-    effect = stats.relative_effect(b, v, confidence)
-    outcome, why = rule.interval_outcome(effect, hypothesis)
-    found = rule.on_effect(
-        rule.Decision(hypothesis, "request", effect, outcome, min(len(b), len(v)))
-    )
-    return (
-        ClassVerdict(
-            outcome=Outcome.INCONCLUSIVE if found.hold else outcome,
-            **known(
-                effect=rounded(effect.effect),
-                ci_low=rounded(effect.ci_low),
-                ci_high=rounded(effect.ci_high),
-                reason=found.hold or why or None,
-            ),
-            n_baseline=len(b),
-            n_variant=len(v),
-            unit="request",
-            interval=effect.interval,
-        ),
-        list(found.caveats),
-    )

@@ -47,7 +47,7 @@ def test_guidellm_import_record(tmp_path: Path) -> None:
     found = [guidellm.read(GL_BASE, "baseline"), guidellm.read(GL_NGRAM, "ngram")]
     data, evidence = compose.from_imports(found, "x", "X", FASTER)
     assert evidence is not None and data.verdict is not None
-    assert data.verdict.method == "bootstrap"
+    assert data.verdict.method == "samples"
     assert set(data.measurements["ngram"]["all"]) == {
         "decode_tok_s",
         "ttft_ms",

@@ -139,6 +139,7 @@ def setup_of(
         **_known(prompt_suite_sha256=suite.sha256 if suite else None),
         classes=suite.classes if suite else [ALL],
         **_known(**settings, **tokens, loads=loads),
+        **_known(accept_time_confound=(spec and spec.workload.accept_time_confound) or None),
     )
     notes = []
     if from_spec:

@@ -1,0 +1,110 @@
+"""The rule's words beyond the guards': stopping, the family, a verdict from means alone.
+
+How a design that stops decides, how a record's family of comparisons is controlled, and the
+rule of a verdict from reported means alone, in words for the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kbgen.kb.models import Constraint, Family, Hypothesis, Unit
+from kbgen.record.rule import CONFIDENCE, OVERALL, target
+from kbgen.record.stats import RESAMPLES
+
+
+def stopping_text(rounds: int, unit: Unit, alphas: Sequence[float]) -> str:
+    """How a design that stops when decided decides, in words, for the record (`alphas`: the
+    error each round that may stop spends)."""
+    if unit == "round":
+        how = (
+            f"one confidence sequence over the rounds (Robbins' normal mixture, tightest at "
+            f"{rounds} rounds)"
+        )
+    else:
+        spent = ", ".join(f"{a:.2%}" for a in alphas)
+        how = (
+            "a confidence sequence over the prompts paired in the last round measured, each "
+            "prompt's log ratio over the rounds in which both arms ran it, the two orders of "
+            "the arms weighted half each (Robbins' normal mixture on the log ratios with "
+            "their sample spread, tightest at the class's prompts), from the second round on; "
+            f"the error is split over the rounds that may stop, halving from the first ({spent})"
+        )
+    return (
+        f"Stopping: the run looks at the end of every round from the second on, when every arm "
+        f"still racing has run each round so far (the evidence balanced: a linear drift of the "
+        f"server cancels between the two orders of the arms), up to {rounds} rounds, and stops "
+        f"when every class is decided or the budget is spent. In "
+        f"place of the fixed interval, {how}: it holds at every look, so looking often does "
+        "not decide by chance. The boundary is kbgen's closed form of Howard et al. (2021), "
+        "checked against confseq's normal_mixture_bound: confseq has no wheel and does not "
+        "build on Python 3.11 as published, expectation needs Python 3.12 and is GPL-3.0."
+    )
+
+
+def family_text(
+    family: Family,
+    unit: Unit,
+    stepped: bool = False,
+    constraints: Sequence[Constraint] = (),
+    sweep: bool = True,
+) -> str:
+    """How a record keeps its many comparisons from deciding by chance, and for a `sweep` what
+    `best` means, in words, for the record; `stepped`: some of its levels are steps of an
+    imported sweep whose arms were sent different loads (`sweep_step`); `constraints`: the
+    hypothesis' bounds on the best."""
+    units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
+    bounds = "; ".join(f"{c.metric} {c.statistic} at most {c.at_most:g} ms" for c in constraints)
+    family_words = (
+        f"Family: {family.comparisons} comparisons in the record (every variant at every load "
+        "against the baseline at the same load, in every class), each decided by its "
+        f"{family.cell_confidence:.2%} interval (Bonferroni: 1 - {1 - CONFIDENCE:.0%} / "
+        f"{family.comparisons}), so that the chance of any wrong decisive comparison in the "
+        f"whole record (its outcome, the plan tasks it ticks, what kbgen diff reads) stays "
+        f"within {1 - CONFIDENCE:.0%}; the intervals shown are these."
+    )
+    if not sweep:
+        return family_words
+    return (
+        family_words + " The headline (`variant`, "
+        "`per_class`) is the variant that goes furthest in the hypothesised direction at the "
+        "first load. Best per load: the configuration, the baseline included, with the highest "
+        f"mean log {units}' value over classes; its probability is its share of "
+        f"{RESAMPLES:,} resamples of {units} (paired across every arm, within each class) that "
+        f"it wins; ties are the configurations it does not beat in at least 1 - "
+        f"{1 - CONFIDENCE:.0%} / (configurations - 1) of them."
+        + (
+            " A level that is a `sweep_step` (the tool sent each arm its own load at that step "
+            "of its sweep) compares no arms: its cells are inconclusive, and it has no best."
+            if stepped
+            else ""
+        )
+        + (
+            f" Only a configuration that keeps {bounds} over all its requests at a load, every "
+            "class pooled, can be the best there; one that breaks it, or has no figure to show "
+            "it keeps it, is excluded."
+            if constraints
+            else ""
+        )
+    )
+
+
+def summary_rule_text(hypothesis: Hypothesis, allowed: bool) -> str:
+    """The rule of a verdict from reported means alone (`verdict.judge_means`), in words: it
+    applies no guard, so it names none; and it decides only where `allowed` (a summary-only
+    verdict asked for with --allow-summary-only)."""
+    m, beyond, short = target(hypothesis)
+    effect = (
+        f"Effect = mean({hypothesis.primary_metric}) of the variant / baseline - 1 per class, "
+        "from the reported means (no samples, so no interval"
+    )
+    if not allowed:
+        return (
+            f"{effect}). A summary-only verdict was not allowed (--allow-summary-only), so every "
+            f"class is inconclusive: the effect is reported, not decided. {OVERALL}"
+        )
+    return (
+        f"{effect}: a summary-only verdict, allowed explicitly with --allow-summary-only). "
+        f"Supported: the reported change lies {beyond} {m}. Refuted: it lies {short} {m} (a "
+        f"point estimate, nothing is ruled out with confidence). {OVERALL}"
+    )
