@@ -110,7 +110,7 @@ def test_a_large_effect_stops_at_its_first_look_and_skips_the_starts_left(tmp_pa
     assert len(launched) < cost.starts(planned)
     record = recorded(tmp_path, folder)
     assert record.verdict.outcome == Outcome.SUPPORTED
-    assert record.verdict.per_class["coding"].interval == "confidence-sequence"
+    assert record.verdict.per_class["coding"].interval == "student-t"
     assert "Stopping:" in record.verdict.rule
     assert record.workload.stop == "when-decided"
     spent = record.cost

@@ -107,3 +107,18 @@ def test_a_request_s_time_follows_the_earlier_rates_and_the_spec_s_length(
         per_token = (long.request_s[cls] - short.request_s[cls]) / 144  # seconds per token more
         rates = [m[cls]["decode_tok_s"].mean for m in earlier.measurements.values()]
         assert math.isclose(per_token, sum(1 / r for r in rates) / len(rates))
+
+
+def test_a_design_of_one_round_is_told_what_two_would_cost(tmp_path: Path) -> None:
+    earlier = documents.load_model(EARLIER, Record)
+    assert earlier.config is not None
+    one = estimate(spec_with(tmp_path, rounds=1), 10, earlier.config.hardware, [earlier])
+    said = [line for line in one.lines(None) if "one round decides nothing" in line]
+    assert said == [
+        "warning: one round decides nothing (its arms ran one after the other, confounded with "
+        "time): rounds: 2 costs 3 server start(s) and 4 window(s), or accept it with "
+        "workload.accept_time_confound: true"
+    ]
+    accepted = spec_with(tmp_path, rounds=1, accept_time_confound=True)
+    lines = estimate(accepted, 10, earlier.config.hardware, [earlier]).lines(None)
+    assert not any("one round decides nothing" in line for line in lines)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -142,36 +140,3 @@ def test_dominance_shares_of_a_point_better_on_both_and_of_a_twin() -> None:
     )
     assert shares[1][0] == 1.0 and shares[1][2] == 1.0 and shares[0][1] == 0.0
     assert shares[0][2] == shares[2][0] == 0.0
-
-
-# confseq 0.0.11's `boundaries.normal_mixture_bound(v, alpha, v_opt, alpha_opt=alpha,
-# is_one_sided=False)`, built from its sdist with pybind11 2.13 (its pinned 2.6 does not compile
-# on Python 3.11): the reference kbgen's own closed form must give
-@pytest.mark.parametrize(
-    ("units", "alpha", "planned", "confseq"),
-    [
-        (10, 0.05, 10, 9.598173584209045),
-        (100, 0.05, 30, 31.07358471492408),
-        (24, 0.0167, 24, 16.71355832835772),
-        (5, 0.01, 20, 8.435581594758768),
-        (1000, 0.05, 100, 102.51228683166386),
-    ],
-)
-def test_the_normal_mixture_boundary_is_confseq_s(
-    units: int, alpha: float, planned: int, confseq: float
-) -> None:
-    assert stats.normal_mixture(units, alpha, planned) == pytest.approx(confseq, rel=1e-12)
-
-
-def test_a_confidence_sequence_is_wider_than_the_fixed_interval_and_says_so() -> None:
-    rng = np.random.default_rng(5)
-    base = list(np.exp(rng.normal(3, 0.1, 24)))
-    variant = [b * math.exp(0.1 + rng.normal(0, 0.15)) for b in base]
-    fixed = stats.paired_effect(base, variant)
-    anytime = stats.paired_effect(base, variant, anytime=stats.Anytime(0.05, 24))
-    assert anytime.effect == fixed.effect and anytime.interval == "confidence-sequence"
-    assert None not in (anytime.ci_low, anytime.ci_high, fixed.ci_low, fixed.ci_high)
-    assert (anytime.ci_low or 0) < (fixed.ci_low or 0)
-    assert (anytime.ci_high or 0) > (fixed.ci_high or 0)
-    needed = stats.units_needed(0.15, 0.05, anytime=stats.Anytime(0.05, 24))
-    assert needed is not None and needed > (stats.units_needed(0.15, 0.05) or 0)

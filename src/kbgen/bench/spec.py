@@ -204,7 +204,8 @@ class WorkloadSpec(Model):
         "looks at the end of every round from the second on (when every arm has run each round "
         "so far) and stops when every class is decided or `max_minutes` is spent, skipping the "
         "starts it no longer needs; a sweep's variant ruled out, or worse than another, at every "
-        "load leaves the race. Decided by confidence sequences, valid at every look.",
+        "load leaves the race. Each look decides at its share of the error, so that all together "
+        "err no more than one fixed interval.",
     )
     max_minutes: Finite | None = Field(
         default=None,

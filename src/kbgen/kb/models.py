@@ -931,9 +931,9 @@ class ClassVerdict(Model):
     )
     interval: IntervalMethod | None = Field(
         default=None,
-        description="How the interval was computed: `expanded-percentile` (a cluster bootstrap "
-        "over units, widened for small samples), `student-t` (on the log ratios, below 8 units), "
-        "`bca` or its `percentile` fallback (unpaired requests), `none`.",
+        description="How the interval was computed: `student-t` (on the units' log ratios), "
+        "`bca` or its `percentile` fallback (unpaired requests), `none`; `expanded-percentile` "
+        "(a cluster bootstrap) and `confidence-sequence` in records of earlier kbgens.",
     )
     prompts: Count | None = Field(
         default=None, ge=0, description="Distinct prompts with data in both arms (paired)."

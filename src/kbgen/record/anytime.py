@@ -1,7 +1,7 @@
-"""Anytime-valid decisions: where a design that stops when decided may look, at what error.
+"""Decisions that may stop early: where a design that stops when decided looks, at what error.
 
-A run with `workload.stop: when-decided` is judged by confidence sequences; their error is
-split over the rounds it may stop in, halving from the first (docs/design.md, "Stopping").
+A run with `workload.stop: when-decided` looks at the end of each round that may stop; each
+look spends its share of the error, halving from the first (docs/design.md, "Stopping").
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from kbgen.kb.models import Unit
 from kbgen.record import rule, rule_words
 from kbgen.record.rule import Cells
-from kbgen.record.stats import Anytime
 
 
 @dataclass(frozen=True)
@@ -35,14 +34,12 @@ class Design:
         k = looks.index(round_)
         return alpha * 0.5 ** (k + 1) / (1 - 0.5 ** len(looks))
 
-    def terms(self, unit: Unit, last_round: int, units: int, alpha: float) -> Anytime | None:
-        """The confidence sequence a class is decided by, its last round `last_round` and
-        `units` its prompts (or rounds) so far. Rounds as the unit are one sequence, tightest
-        at the planned rounds; prompts one sequence per round, over the prompts paired in it."""
-        if unit == "round":
-            return Anytime(alpha, self.rounds)
-        spent = self.alpha_at(last_round, alpha)
-        return None if spent is None else Anytime(spent, units)
+    def level_at(self, last_round: int, confidence: float) -> float | None:
+        """The confidence a look at round `last_round`'s end decides at: 1 - its share of
+        the error (`alpha_at`), so that every look together errs at most 1 - `confidence`
+        (Bonferroni over the looks, whatever their dependence); None where it may not stop."""
+        spent = self.alpha_at(last_round, 1 - confidence)
+        return None if spent is None else 1 - spent
 
 
 def looked(
@@ -52,21 +49,20 @@ def looked(
     unit: Unit,
     design: Design,
     confidence: float,
-) -> tuple[list[int], Anytime, str]:
-    """A stopping design's units and confidence sequence: with prompts, those paired in the
-    last round that pairs any (each with all its rounds); and why the class cannot be decided
-    yet (a round that may not stop), or ''."""
+) -> tuple[list[int], float, str]:
+    """A stopping design's units and the level they are decided at: with prompts, those paired
+    in the last round that pairs any (each with all its rounds); and why the class cannot be
+    decided yet (a round that may not stop), or ''."""
     both = {u: set(baseline[u]) & set(variant[u]) for u in paired}
     if not any(both.values()):  # values in both arms, never in one round
-        return paired, Anytime(1 - confidence, len(paired)), rule.NO_ROUND
+        return paired, confidence, rule.NO_ROUND
     last = max(max(r) for r in both.values() if r)
     if unit == "prompt":
         paired = [u for u in paired if last in both[u]]
-    planned = len(set(baseline) | set(variant))
-    terms = design.terms(unit, last, planned, 1 - confidence)
-    if terms is None:
-        return paired, Anytime(1 - confidence, planned), rule.EARLY
-    return paired, terms, ""
+    level = design.level_at(last, confidence)
+    if level is None:
+        return paired, confidence, rule.EARLY
+    return paired, level, ""
 
 
 def rule_text(design: Design | None, unit: Unit, confidence: float) -> str:

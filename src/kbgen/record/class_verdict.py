@@ -34,16 +34,18 @@ def decide(
     inconclusive, its per-unit effects still given. Each unit's log ratio weighs the two orders
     of the arms alike (`drifts.balanced`), and a class measured in one order only is
     inconclusive unless `time_confound_ok`. With `design` (a run that stops when decided) the
-    interval is a confidence sequence, over the prompts paired in the last round that has any
-    (`anytime.Design.terms`). With `groups` (unit -> its group: a template, a source) the
+    interval is at the look's share of the error, over the prompts paired in the last round
+    that has any (`anytime.looked`). With `groups` (unit -> its group: a template, a source) the
     interval's unit is the group, each the mean of its units' log ratios: prompts written from
     one template share their effect, and the claim is then about the templates."""
     paired = sorted(set(baseline) & set(variant))
     if not paired:
         raise ValueError("a class verdict needs a unit with values in both arms")
-    terms, early = None, ""
-    if design is not None:
-        paired, terms, early = anytime.looked(baseline, variant, paired, unit, design, confidence)
+    early = ""
+    if design is not None:  # decided at the look's own share of the error
+        paired, confidence, early = anytime.looked(
+            baseline, variant, paired, unit, design, confidence
+        )
     logs = [drifts.balanced(baseline[u], variant[u]) for u in paired]
     clusters = _grouped(paired, logs, groups) if groups else None
     effect = stats.log_effect(
@@ -51,7 +53,6 @@ def decide(
         confidence,
         n_baseline=sum(len(r) for u in paired for r in baseline[u].values()),
         n_variant=sum(len(r) for u in paired for r in variant[u].values()),
-        anytime=terms,
     )
     rounds = {r for u in paired for r in (*baseline[u], *variant[u])}
     drift = (
@@ -90,7 +91,7 @@ def decide(
             drift=None if drift is None else rounded(drift.most),
             reason=hold or early or why or None,
             prompts_needed=_needed(
-                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence, terms
+                effect, hypothesis, rule.minimum_units(hypothesis, unit), confidence
             )
             if outcome == Outcome.INCONCLUSIVE and found.lifts and not early and not apart
             else None,
@@ -122,16 +123,15 @@ def _needed(
     hypothesis: Hypothesis,
     at_least: int,
     confidence: float = CONFIDENCE,
-    anytime: stats.Anytime | None = None,
 ) -> int | None:
     """About how many units would decide at the minimum effect, from the spread between them
-    (never fewer than the rule's minimum, `at_least`); with `anytime`, by its sequence. None
-    where that is no more than the class has: then more units are not what it lacks."""
+    (never fewer than the rule's minimum, `at_least`). None where that is no more than the
+    class has: then more units are not what it lacks."""
     threshold = rule.toward(hypothesis, hypothesis.minimum_effect)
     if threshold <= -1 or effect.effect <= -1:
         return None
     distance = abs(math.log1p(effect.effect) - math.log1p(threshold))
-    needed = stats.units_needed(effect.spread, distance, confidence, anytime)
+    needed = stats.units_needed(effect.spread, distance, confidence)
     if needed is None or max(needed, at_least) <= effect.units:
         return None
     return max(needed, at_least)

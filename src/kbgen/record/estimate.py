@@ -65,18 +65,17 @@ class Estimate:
     def needed(self, anytime: bool, distance: float | None = None) -> int | None:
         """Prompts per class for an interval of half-width `distance` (log scale; default the
         minimum effect: an effect of 0 refuted, one of twice the minimum supported) at the
-        spread, never fewer than the hypothesis' `min_prompts`; `anytime`: by the confidence
-        sequence of the first round that may stop."""
+        spread, never fewer than the hypothesis' `min_prompts`; `anytime`: at the share of the
+        error of the first round that may stop."""
         hypothesis = self.spec.hypothesis
         distance = math.log1p(hypothesis.minimum_effect) if distance is None else distance
         spec = self.spec
         comparisons = (len(spec.variants) - 1) * len(spec.loads) * len(spec.workload.classes)
-        alpha = (1 - CONFIDENCE) / comparisons
-        terms = None
-        if anytime:
+        level = 1 - (1 - CONFIDENCE) / comparisons
+        if anytime:  # at the first look's share of the error
             design = Design(self.spec.workload.rounds)
-            terms = stats.Anytime(design.alpha_at(design.looks()[0], alpha) or alpha, self.prompts)
-        needed = stats.units_needed(self.spread, distance, 1 - alpha, terms)
+            level = design.level_at(design.looks()[0], level) or level
+        needed = stats.units_needed(self.spread, distance, level)
         return None if needed is None else max(needed, hypothesis.min_prompts)
 
     def lines(self, accelerators: int | None) -> list[str]:
@@ -88,6 +87,19 @@ class Estimate:
             f"{spec.workload.rounds} round(s): {cost.starts(steps)} server start(s), "
             f"{len(steps)} window(s), {self.prompts} prompt(s) per class"
         ]
+        if spec.workload.rounds == 1 and not spec.workload.accept_time_confound:
+            two = driver.steps(
+                driver.windows(
+                    spec.model_copy(
+                        update={"workload": spec.workload.model_copy(update={"rounds": 2})}
+                    )
+                )
+            )
+            out.append(
+                f"warning: one round decides nothing (its arms ran one after the other, "
+                f"confounded with time): rounds: 2 costs {cost.starts(two)} server start(s) and "
+                f"{len(two)} window(s), or accept it with workload.accept_time_confound: true"
+            )
         if not self.records:
             out.append("no earlier record on this model and hardware to estimate from: no figures")
             return out + self.warnings
@@ -116,7 +128,7 @@ class Estimate:
                 f"per-prompt spread {self.spread:.3f} (log): an effect as near the minimum "
                 f"effect as 0% or {math.expm1(2 * math.log1p(m)):+.1%} (the minimum effect "
                 f"{m:.1%} either way) needs about {_count(needs)} prompts per class"
-                f"{' under the confidence sequences' if stopping else ''} "
+                f"{' at the first look' if stopping else ''} "
                 f"({_count(fixed)} fixed, {_count(anytime)} stopping when decided)"
             )
             if self.distance is not None:

@@ -16,29 +16,17 @@ from kbgen.record.stats import RESAMPLES
 def stopping_text(rounds: int, unit: Unit, alphas: Sequence[float]) -> str:
     """How a design that stops when decided decides, in words, for the record (`alphas`: the
     error each round that may stop spends)."""
-    if unit == "round":
-        how = (
-            f"one confidence sequence over the rounds (Robbins' normal mixture, tightest at "
-            f"{rounds} rounds)"
-        )
-    else:
-        spent = ", ".join(f"{a:.2%}" for a in alphas)
-        how = (
-            "a confidence sequence over the prompts paired in the last round measured, each "
-            "prompt's log ratio over the rounds in which both arms ran it, the two orders of "
-            "the arms weighted half each (Robbins' normal mixture on the log ratios with "
-            "their sample spread, tightest at the class's prompts), from the second round on; "
-            f"the error is split over the rounds that may stop, halving from the first ({spent})"
-        )
+    units = "rounds" if unit == "round" else "prompts paired in the last round measured"
+    spent = ", ".join(f"{a:.2%}" for a in alphas)
     return (
         f"Stopping: the run looks at the end of every round from the second on, when every arm "
         f"still racing has run each round so far (the evidence balanced: a linear drift of the "
         f"server cancels between the two orders of the arms), up to {rounds} rounds, and stops "
-        f"when every class is decided or the budget is spent. In "
-        f"place of the fixed interval, {how}: it holds at every look, so looking often does "
-        "not decide by chance. The boundary is kbgen's closed form of Howard et al. (2021), "
-        "checked against confseq's normal_mixture_bound: confseq has no wheel and does not "
-        "build on Python 3.11 as published, expectation needs Python 3.12 and is GPL-3.0."
+        f"when every class is decided or the budget is spent. Each look decides by the interval "
+        f"above over the {units}, at its own share of the error, halving from the first look "
+        f"({spent} of each comparison's): together the looks err no more than one fixed "
+        "interval would (Bonferroni over the looks, whatever their dependence), so looking "
+        "does not decide by chance."
     )
 
 

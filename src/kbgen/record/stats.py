@@ -34,15 +34,6 @@ Interval = Literal[
 
 
 @dataclass(frozen=True)
-class Anytime:
-    """A confidence sequence's terms: its error `alpha` (both sides together) and the units it
-    is tightest at (`planned`: the prompts a round measures)."""
-
-    alpha: float
-    planned: int
-
-
-@dataclass(frozen=True)
 class Effect:
     """Relative change, variant vs baseline, with a confidence interval and how it was made."""
 
@@ -89,15 +80,13 @@ def paired_effect(
     confidence: float = 0.95,
     n_baseline: int | None = None,
     n_variant: int | None = None,
-    anytime: Anytime | None = None,
 ) -> Effect:
-    """The geometric mean of the per-unit ratios minus 1, and its Student-t interval (with
-    `anytime`, its confidence sequence instead: valid however often it is looked at).
+    """The geometric mean of the per-unit ratios minus 1, and its Student-t interval.
 
     `baseline[i]` and `variant[i]` are unit i's values (e.g. a prompt's mean over its requests
     in each arm). `n_baseline` / `n_variant`: the requests behind them (default: the units).
     """
-    return log_effect(log_ratios(baseline, variant), confidence, n_baseline, n_variant, anytime)
+    return log_effect(log_ratios(baseline, variant), confidence, n_baseline, n_variant)
 
 
 def log_effect(
@@ -105,7 +94,6 @@ def log_effect(
     confidence: float = 0.95,
     n_baseline: int | None = None,
     n_variant: int | None = None,
-    anytime: Anytime | None = None,
 ) -> Effect:
     """`paired_effect` from the units' log ratios themselves (`log(variant / baseline)` per
     unit, however each unit's was formed)."""
@@ -121,13 +109,8 @@ def log_effect(
     spread = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (n - 1))
     if spread == 0:  # no spread at all: the interval is the point
         value = math.expm1(center)
-        method: Interval = "student-t" if anytime is None else "confidence-sequence"
-        return Effect(value, value, value, *counts, method, n, per_unit, 0.0)
-    if anytime is not None:
-        half = spread * normal_mixture(n, anytime.alpha, anytime.planned) / n
-        low, high, method = center - half, center + half, "confidence-sequence"
-    else:
-        low, high, method = _mean_interval(logs, spread, confidence)
+        return Effect(value, value, value, *counts, "student-t", n, per_unit, 0.0)
+    low, high, method = _mean_interval(logs, spread, confidence)
     return Effect(
         math.expm1(center), math.expm1(low), math.expm1(high), *counts, method, n, per_unit, spread
     )
@@ -165,28 +148,11 @@ def skewness(logs: Sequence[float]) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def normal_mixture(units: float, alpha: float, planned: float) -> float:
-    """Robbins' two-sided normal-mixture boundary on a sum of `units` standardised values: the
-    sum stays within it at every number of units with probability 1 - `alpha` (Howard, Ramdas,
-    McAuliffe & Sekhon 2021, eq. 14, its mixture tuned to be tightest at `planned` units as
-    their Proposition 3 tunes it; confseq's `normal_mixture_bound`, two-sided, gives the same).
-    A mean's confidence sequence is the mean ± spread × this / units."""
-    log_alpha = math.log(1 / alpha)
-    rho = planned / (2 * log_alpha + math.log(1 + 2 * log_alpha))
-    return math.sqrt((units + rho) * math.log((units + rho) / (rho * alpha**2)))
-
-
-def units_needed(
-    spread: float | None,
-    distance: float,
-    confidence: float = 0.95,
-    anytime: Anytime | None = None,
-) -> int | None:
+def units_needed(spread: float | None, distance: float, confidence: float = 0.95) -> int | None:
     """About how many units give an interval of half-width `distance` (log scale) at `spread`.
 
-    The smallest n with t(n - 1) * spread / sqrt(n) < distance (with `anytime`, the confidence
-    sequence's half-width tuned to n); None when undefined (no spread measured, or no
-    distance: the effect sits on the threshold) or beyond 100,000.
+    The smallest n with t(n - 1) * spread / sqrt(n) < distance; None when undefined (no spread
+    measured, or no distance: the effect sits on the threshold) or beyond 100,000.
     """
     from scipy import stats as scipy_stats
 
@@ -194,18 +160,6 @@ def units_needed(
         return None
     if spread == 0:
         return 2
-    if anytime is not None:  # the half-width, tuned to n, falls as n grows: bisect
-
-        def wide(n: int) -> bool:
-            return spread * normal_mixture(n, anytime.alpha, n) / n >= distance
-
-        low, high = 1, 100_000
-        if wide(high):
-            return None
-        while high - low > 1:
-            middle = (low + high) // 2
-            low, high = (middle, high) if wide(middle) else (low, middle)
-        return max(2, high)
     z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
     n = max(2, math.ceil((z * spread / distance) ** 2))
     while n <= 100_000:

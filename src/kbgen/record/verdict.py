@@ -74,7 +74,7 @@ def judge(
     `temperature`: the workload's; at 0 the arms' outputs are compared by hash. One variant at
     one load is an A/B: each class decided at `CONFIDENCE`. More (a sweep) is a family of
     comparisons per class, each decided at Bonferroni's level (`sweep`). `design`: a run that
-    stops when decided, each class then decided by its confidence sequence (`anytime`).
+    stops when decided, each class then decided at its look's share of the error (`anytime`).
     `time_confound_ok`: the spec accepts a verdict from one round. `refusals`: what makes the
     whole comparison inconclusive beyond the guards (`confounds.drafting`).
     """
