@@ -133,11 +133,17 @@ def _cells(rid: str) -> dict[tuple[str, int, str], dict[str, Any]]:
 
 def test_eagle3_and_n_gram_are_refuted_in_every_cell_and_the_run_again_agrees() -> None:
     """The READMEs' "refuted in every class at every load, decided at round 2 in both runs",
-    "−35% to −53% a class" for EAGLE-3 at 1 token, and "the run again within 1.7 points"."""
+    "−35% to −53% a class" for EAGLE-3 at 1 token, and "the run again within 1.7 points";
+    recomputed with the whole record as the family, n-gram at one stream is left undecided in
+    coding and code-edit (the run again: code-edit), every other cell refuted."""
     first, again = _cells(DECIDER), _cells(f"{DECIDER}-2")
     assert first.keys() == again.keys() and len(first) == 2 * 3 * 4  # arms × loads × classes
+    undecided = {("ngram", 1, "coding"), ("ngram", 1, "code-edit")}
     for key, cell in first.items():
-        assert cell["outcome"] == again[key]["outcome"] == "refuted", key
+        assert cell["outcome"] == ("inconclusive" if key in undecided else "refuted"), key
+        assert again[key]["outcome"] == (
+            "inconclusive" if key == ("ngram", 1, "code-edit") else "refuted"
+        ), key
         assert abs(cell["effect"] - again[key]["effect"]) < 0.017, key
     eagle3 = [c["effect"] for (arm, _, _), c in first.items() if arm == "eagle3"]
     assert (round(max(eagle3), 2), round(min(eagle3), 2)) == (-0.35, -0.53)
