@@ -78,6 +78,7 @@ def spec_text(
             "warmup": 1,
             "concurrency": 1,
             "api": "completions",
+            "rounds": 1,  # the real server's mechanics; a test of rounds asks for them
             **workload,
         },
         **({"sweep": sweep} if sweep else {}),
