@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from kbgen.kb import store
 from kbgen.kb.models import Hypothesis, Load, Record
 from kbgen.kb.problems import dotted
 from kbgen.record import command, evidence, figures, recompute, verdict, write
+from tests.conftest import REPO
 from tests.support import sweeps
 from tests.support.records import load_record
 from tests.support.runs import make_run
@@ -221,3 +223,21 @@ def test_check_recomputes_a_sweep_s_cells_and_best_and_locates_an_edit(records: 
     assert problems[f"verdict.cells[{at}].outcome"].message == (
         "is 'supported', but its samples give 'refuted'"
     )
+
+
+def test_update_rewrites_what_differs_and_keeps_the_rest(tmp_path: Path) -> None:
+    """`kbgen record --check --update`: a hand-edited effect is rewritten from the samples, the
+    record's comments stay, and a current record is left as it was."""
+    from kbgen.record import command
+
+    source = REPO / "records" / "2026-12-01-ngram-vs-baseline-h200-c1.yaml"
+    shutil.copy(source, tmp_path / source.name)
+    samples = source.name.replace(".yaml", ".samples.jsonl.gz")
+    shutil.copy(source.parent / samples, tmp_path / samples)
+    path = tmp_path / source.name
+    assert command.check([path], update=True) == [f"{path}: current"]
+    text = path.read_text()
+    path.write_text("# kept\n" + text.replace("effect: -0.5", "effect: -0.9", 1))
+    assert command.check([path], update=True) == [f"{path}: updated verdict"]
+    assert path.read_text() == "# kept\n" + text
+    assert command.check([path]) == ["ok: every number on 1 record(s) matches its samples"]

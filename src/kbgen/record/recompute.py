@@ -65,9 +65,9 @@ def update(path: Path) -> list[str]:
 
     Raises InvalidInput where the record cannot be recomputed (no samples, a changed file).
     """
-    record, _, recomputed = _recomputed(path)
-    if record.raw_samples is None or not recompute(path):
-        return []  # no samples to give anything, or nothing differs
+    record, _, recomputed = _recomputed(path)  # once: `recompute` would read it all again
+    if record.raw_samples is None:
+        return []  # no samples to give anything
     if not isinstance(recomputed, Record) or record.verdict is None or not recomputed.verdict:
         raise InvalidInput(recomputed if isinstance(recomputed, list) else [])
     own = {*(record.verdict.per_class or {}), *(record.config.variants if record.config else {})}
@@ -83,6 +83,8 @@ def update(path: Path) -> list[str]:
     sections = [s for s in (*RECOMPUTED, "verdict") if s in fresh.model_fields_set]
     updates = fresh.model_dump(mode="json", exclude_none=True, include=set(sections))
     changed = [s for s in updates if store.plain(doc.data.get(s)) != updates[s]]
+    if not changed:
+        return []
     for section in changed:
         doc.data[section] = {}  # replaced whole, in its place
     store.merge(doc.data, {s: updates[s] for s in changed})
