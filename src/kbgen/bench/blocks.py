@@ -82,7 +82,7 @@ def create(top: RunFolder, spec: ExperimentSpec, address: str) -> RunFolder:
         (path / "logs").mkdir()
         written = block_spec(text, spec, index)
         files.write_atomic(path / "spec.yaml", written.encode())
-        mine = load(path / "spec.yaml")
+        mine = load(path / "spec.yaml", spec.folder)
         RunFolder(path).write_meta(
             meta.model_copy(
                 update={
@@ -194,7 +194,7 @@ class Node:
         as a `failed` message (its class and line), not as a traceback."""
         try:
             _full_priority()
-            spec = load(self.folder.spec_path)
+            spec = self.folder.spec()
             meta = self.folder.meta()
             label = provenance.label(self.label)
             meta.hardware, gpu_driver = provenance.server_hardware(spec.server, label)
@@ -203,7 +203,7 @@ class Node:
             self.folder.write_meta(meta)
             if isinstance(spec.server, ProcessServer):  # a lost attempt's server may be ending
                 _wait_free(spec.server.host, spec.server.port)
-            launcher = Tethered(launcher_for(spec.server), self.shared)
+            launcher = Tethered(launcher_for(spec.server, spec.folder), self.shared)
             # asyncio's own loop: a Ray worker beside vLLM has uvloop's policy, whose loops'
             # subprocesses know no `process_group` (the server's workers are stopped with it)
             asyncio.set_event_loop_policy(None)

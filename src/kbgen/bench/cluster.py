@@ -19,7 +19,7 @@ from kbgen import redact
 from kbgen.bench import blocks, driver
 from kbgen.bench.run_models import Dropped, Placement
 from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ClusterSpec, ExperimentSpec, load
+from kbgen.bench.spec import ClusterSpec, ExperimentSpec
 from kbgen.errors import KbgenError, ServerFailed, UsageError
 
 try:
@@ -223,7 +223,7 @@ class _Driver:
 
     def block(self, index: int) -> None:
         folder = blocks.folders(self.top)[index]
-        spec = load(folder.spec_path)
+        spec = folder.spec()
         lost = 0
         while True:
             placements = self.placements(index)

@@ -33,7 +33,7 @@ def prepare(
         raise UsageError("give either a SPEC_FILE or --resume RUN, not both or neither")
     if resume is not None:
         folder = RunFolder.open(resume)
-        experiment = spec.load(folder.spec_path)
+        experiment = folder.spec()
         spread = folder.meta().cluster is not None
         if spread != (ray is not None):
             said = (

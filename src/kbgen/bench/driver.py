@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -187,7 +188,8 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
     the spec's commit and the prompt suite's path (without one, the folder kbgen runs in)."""
     label = provenance.label(spec.host_label)
     hardware, driver = provenance.server_hardware(spec.server, label)
-    suite, digest = provenance.suite(Path(spec.workload.prompts), spec_path)
+    suite_file = spec.path(spec.workload.prompts)
+    suite, digest = provenance.suite(suite_file, spec_path)
     return RunMeta(
         format=FORMAT,
         spec_id=spec.id,
@@ -203,9 +205,8 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         host_label=label,
         prompt_suite=suite,
         prompt_suite_sha256=digest,
-        groups=prompts.groups(
-            Path(spec.workload.prompts), spec.workload.classes, spec.workload.per_class
-        ),
+        workdir=str(spec.folder),
+        groups=prompts.groups(suite_file, spec.workload.classes, spec.workload.per_class),
         attempts=1,
         variants={},
         order=windows(spec),
@@ -295,7 +296,7 @@ def check_inputs(
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
         folder.read_samples()
     w = spec.workload
-    suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
+    suite = prompts.load(spec.path(w.prompts), w.classes, w.per_class)
     check_requests(spec, suite, path)
     check_environment(spec, path, on_nodes)
     return suite
@@ -325,7 +326,7 @@ class _Run:
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
         self.serving: str | None = None  # the arm whose server runs now
         self.attempt = folder.meta().attempts - 1
-        self.launcher = launcher or launcher_for(spec.server)
+        self.launcher = launcher or launcher_for(spec.server, spec.folder)
         self.timeouts = Timeouts(
             stall_s=self.workload.stall_timeout_s, request_s=self.workload.request_timeout_s
         )
@@ -409,12 +410,9 @@ class _Run:
     async def window(self, round_: int, name: str, level: int, todo: list[Key]) -> None:
         """One measurement window: `todo`, the requests of arm `name` in round `round_` at load
         level `level` (a sweep's next level reuses the server its arm runs on)."""
-        launched = await self.launcher.start(
-            name,
-            self.spec.variants[name],
-            self.folder.log(name),
-            lambda seconds: self.events.waiting(name, seconds),
-        )
+        variant = self.spec.variants[name]
+        waiting = functools.partial(self.events.waiting, name)
+        launched = await self.launcher.start(name, variant, self.folder.log(name), waiting)
         self.serving = name
         workload = self.spec.workload_at(level)
         processes = senders.processes_for(workload.client_processes, workload.concurrency)
@@ -441,7 +439,7 @@ class _Run:
                 engine_version=await client.engine_version(),
                 model=served.id,
                 max_model_len=served.max_model_len,
-                draft=provenance.draft(self.spec.variants[name], getattr(earlier, "draft", None)),
+                draft=provenance.draft(variant, getattr(earlier, "draft", None), self.spec.folder),
                 windows=earlier.windows if earlier else [],
                 **({"startup_s": startups} if startups else {}),  # unset: no launch timed
                 **({"up_s": ups} if ups else {}),

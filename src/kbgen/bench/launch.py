@@ -268,8 +268,9 @@ class ExternalLauncher:
 class ProcessLauncher:
     """kbgen's own server process, one per distinct set of arguments."""
 
-    def __init__(self, server: ProcessServer) -> None:
+    def __init__(self, server: ProcessServer, folder: Path | None = None) -> None:
         self.server = server
+        self.folder = folder
         self.process: asyncio.subprocess.Process | None = None
         self.argv: list[str] = []
         self.log: Path | None = None
@@ -316,6 +317,7 @@ class ProcessLauncher:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 env={**os.environ, **environment},
+                cwd=self.folder,
                 # its own process group, so stop() reaches its workers, but kbgen's session:
                 # a session of its own is a scheduler autogroup of its own on Linux, and on
                 # a busy machine its API process then starved until a stream ended
@@ -439,10 +441,11 @@ def _words(command: str) -> list[str]:
         return [redact.text(command)]
 
 
-def launcher_for(server: Server) -> Launcher:
-    """The launcher a spec's server section asks for."""
+def launcher_for(server: Server, folder: Path | None = None) -> Launcher:
+    """The launcher a spec's server section asks for; a `process` server runs in `folder`,
+    where its spec's relative paths are read from (the folder kbgen runs in without one)."""
     if isinstance(server, ProcessServer):
-        return ProcessLauncher(server)
+        return ProcessLauncher(server, folder)
     if isinstance(server, CommandServer):
         return CommandLauncher(server)
     return ExternalLauncher(server)

@@ -148,14 +148,19 @@ def server_hardware(server: Server, host: str | None = None) -> tuple[Hardware |
     return local_hardware(host, server_env(server))
 
 
-def server_python(server: ProcessServer, env: Mapping[str, str]) -> str | None:
+def server_python(
+    server: ProcessServer, env: Mapping[str, str], folder: Path | None = None
+) -> str | None:
     """The Python that runs a `process` server: its command's first word when that is a Python
     (`python3`, `.venv/bin/python`), or the interpreter on the first line of the script it
-    names (`vllm`, a console script); None otherwise (a wrapper, `uv run`, a container)."""
+    names (`vllm`, a console script); None otherwise (a wrapper, `uv run`, a container). A
+    relative path is read from `folder`, where the server runs."""
     try:
         first = resolve(server.command[0], env)
     except UsageError:
         return None
+    if "/" in first:
+        first = str((folder or Path()) / first)
     found = shutil.which(first, path=env.get("PATH"))
     if found is None:
         return None
@@ -203,22 +208,23 @@ def software(spec: ExperimentSpec, driver: str | None = None) -> Software:
     server = spec.server
     if isinstance(server, ProcessServer):
         env = server_env(server)
-        python = server_python(server, env)
+        python = server_python(server, env, spec.folder)
         printed = _output([python, "-c", TORCH_PROBE], env) if python else None
         if printed is not None:
             found["python"], found["torch"], found["cuda"] = versions(printed)
     return Software(**{k: v for k, v in found.items() if v is not None})
 
 
-def draft(variant: Variant, earlier: Draft | None = None) -> Draft | None:
+def draft(variant: Variant, earlier: Draft | None = None, folder: Path = Path()) -> Draft | None:
     """The draft model of `variant`'s own (an EAGLE-3 head, a small LM): its path and, where
-    the path is here, the sha256 and size of its files (a folder's regular files: each one's
-    name and sha256, in name order). None for a variant without one. Mismatch when `earlier`,
-    what an earlier start of the run found, names other files: a run measures one draft."""
+    the path is here (a relative one read from `folder`, the spec's, where the server runs),
+    the sha256 and size of its files (a folder's regular files: each one's name and sha256, in
+    name order). None for a variant without one. Mismatch when `earlier`, what an earlier start
+    of the run found, names other files: a run measures one draft."""
     model = getattr(variant.speculative_config, "model", None)
     if model is None:
         return None
-    path, found = Path(model), list[Path]()
+    path, found = folder / model, list[Path]()
     if path.is_file():
         found = [path]
     elif path.is_dir():

@@ -170,6 +170,12 @@ class RunMeta(Model):
     prompt_suite_sha256: str | None = Field(
         default=None, description="The sha256 of the prompt suite's bytes."
     )
+    workdir: str | None = Field(
+        default=None,
+        description="The absolute folder the spec's relative paths were read from (its "
+        "`workdir`), for a resume and the cluster's blocks; unset in older runs: the folder "
+        "kbgen runs in.",
+    )
     groups: dict[str, list[str | None]] | None = Field(
         default=None,
         description="Each class's prompts' groups, in the suite's order, where its lines name "

@@ -21,6 +21,8 @@ from kbgen import redact
 from kbgen.bench import effective, logline, metrics
 from kbgen.bench.run_models import FORMAT, RunMeta, RunStatus, RunTotals
 from kbgen.bench.samples import Sample
+from kbgen.bench.spec import ExperimentSpec
+from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
 from kbgen.kb import files, store
 from kbgen.kb.models import EffectiveSettings, Model
@@ -64,6 +66,11 @@ class RunFolder:
     @property
     def spec_path(self) -> Path:
         return self.path / "spec.yaml"
+
+    def spec(self) -> ExperimentSpec:
+        """The run's spec, its relative paths read from where its original's were."""
+        workdir = self.meta().workdir
+        return load_spec(self.spec_path, Path(workdir) if workdir else Path.cwd())
 
     def log(self, variant: str) -> Path:
         return self.path / "logs" / f"{variant}.log"

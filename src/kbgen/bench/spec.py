@@ -2,8 +2,10 @@
 
 A spec names the hypothesis, how to reach or start the server, the variants (server arguments
 that differ between arms, e.g. a `speculative_config`), the workload, and the plan tasks a
-concluded result resolves. Relative paths in a spec are relative to the folder kbgen runs in
-(normally the repository root), like every path on a command line.
+concluded result resolves. Relative paths in a spec (its prompts; a `process` server's command,
+model and arguments, the server started there) are read from its `workdir`, itself relative to
+the spec's folder: the spec's folder unless it says otherwise, as DVC reads a stage's paths from
+its `dvc.yaml`'s folder and Compose from its file's. Where kbgen runs does not matter.
 """
 
 from __future__ import annotations
@@ -312,6 +314,15 @@ class ExperimentSpec(Model):
         "that looks like a secret is masked.",
         examples=["lab-h200-1"],
     )
+    workdir: str = Field(
+        default=".",
+        min_length=1,
+        description="The folder relative paths in this spec are read from — the prompts, and a "
+        "`process` server's command, model and arguments (the server runs there) — itself "
+        "relative to the spec's folder. The default is the spec's folder; `../..` reads them "
+        "from the repository root for a spec two folders down.",
+        examples=["../.."],
+    )
     cluster: ClusterSpec | None = Field(
         default=None,
         description="Blocks over a Ray cluster, for `kbgen bench --ray` (ignored without it).",
@@ -335,6 +346,7 @@ class ExperimentSpec(Model):
         return self
 
     _loads: list[Load] = PrivateAttr(default_factory=lambda: [Load()])
+    _folder: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _expand_sweep(self) -> ExperimentSpec:
@@ -352,6 +364,16 @@ class ExperimentSpec(Model):
         """The load levels every arm runs inside each start: `[{}]`, the workload's one load,
         without a swept load."""
         return self._loads
+
+    @property
+    def folder(self) -> Path:
+        """The folder the spec's relative paths are read from (`workdir`, as `load` found it);
+        the current folder for a spec that was not loaded from a file."""
+        return self._folder if self._folder is not None else Path.cwd()
+
+    def path(self, relative: str) -> Path:
+        """`relative`, a path the spec names, where it lies: read from `folder`."""
+        return self.folder / relative
 
     def workload_at(self, level: int) -> WorkloadSpec:
         """The workload at load level `level`: the workload with the level's settings."""
@@ -393,6 +415,15 @@ def check_requests(spec: ExperimentSpec, suite: dict[str, list[str]], path: Path
         )
 
 
-def load(path: Path) -> ExperimentSpec:
-    """A validated spec; InvalidInput with located problems otherwise."""
-    return documents.load_model(path, ExperimentSpec)
+def load(path: Path, folder: Path | None = None) -> ExperimentSpec:
+    """A validated spec; InvalidInput with located problems otherwise. Its relative paths are
+    read from `folder` where given (a run's spec copy: the folder its original named, kept in
+    run.json), from its `workdir` next to `path` otherwise."""
+    spec = documents.load_model(path, ExperimentSpec)
+    if folder is None:
+        folder = (path.parent / spec.workdir).resolve()
+        if not folder.is_dir():
+            problem = f"{folder} is not a folder (read from the spec's folder)"
+            raise InvalidInput([located(path, ["workdir"], problem)])
+    spec._folder = folder
+    return spec

@@ -32,7 +32,7 @@ def record_run(
 ) -> Path:
     """Turn a run folder into a record: fill `into` (a planned record) or write a new one."""
     run = RunFolder.open(run_path)
-    spec = load_spec(run.spec_path)
+    spec = run.spec()
     read = None
     if into is not None:
         planned, read = documents.load_with_document(into, Record)
@@ -104,7 +104,7 @@ def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) ->
 
     spec = load_spec(spec_path)
     w = spec.workload
-    suite = prompts.load(Path(w.prompts), w.classes, w.per_class)
+    suite = prompts.load(spec.path(w.prompts), w.classes, w.per_class)
     check_requests(spec, suite, spec_path)
     hardware = provenance.server_hardware(spec.server)[0] or spec.hardware
     found = loading.load([records]).records.values() if records.is_dir() else []

@@ -20,7 +20,6 @@ from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.bench.run_models import RunMeta
 from kbgen.bench.runs import RunFolder
 from kbgen.bench.spec import ClusterSpec, ExperimentSpec, recorded
-from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
     Config,
@@ -87,7 +86,7 @@ def from_run(
             f"{run.path}: the run is {meta.status!r}, not complete; finish it first with "
             f"kbgen bench --resume {run.path}"
         )
-    spec = load_spec(run.spec_path)
+    spec = run.spec()
     order = baseline_first(spec.baseline, spec.variants)
     parts = blocks.folders(run)
     metas = [part.meta() for part in parts]

@@ -24,7 +24,6 @@ from kbgen.bench.metrics import Counters
 from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
 from kbgen.bench.samples import Sample, clock_of
 from kbgen.bench.spec import ExperimentSpec
-from kbgen.bench.spec import load as load_spec
 from kbgen.bench.totals import request_of
 from kbgen.bench.totals import totals as run_totals
 from kbgen.errors import InvalidInput, Problem
@@ -134,7 +133,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     """
     meta = run.meta()
     if meta.cluster is not None:  # the blocks pooled, each sample marked with its block
-        parts = [evidence_of_run(b, load_spec(b.spec_path)) for b in blocks.folders(run)]
+        parts = [evidence_of_run(b, b.spec()) for b in blocks.folders(run)]
         return dataclasses.replace(pooled(parts), groups=meta.groups)
     read = run.read_samples()  # each read once, shared with the totals
     samples = read.samples
