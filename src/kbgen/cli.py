@@ -13,33 +13,22 @@ from typing import Any, TypeVar
 
 import click
 
-from kbgen import __version__, redact
-from kbgen.errors import (
-    Conflict,
-    InvalidHead,
-    InvalidInput,
-    KbgenError,
-    Problem,
-    ServerError,
-    StoreError,
-    TemplateError,
-    UsageError,
-)
+from kbgen import __version__, errors, redact
 from kbgen.kb import files
 
 # Checked in order: the first class that matches decides; the CLI reference has the table
-EXIT_CODES: list[tuple[type[KbgenError], int, str]] = [
-    (InvalidInput, 1, "an input file is invalid: fix the FILE:LINE named"),
-    (UsageError, 2, "the command line is wrong: an unknown option, a missing argument, ..."),
-    (Conflict, 3, "someone else changed the file while kbgen worked: re-run"),
-    (StoreError, 4, "the disk refused a read or a write"),
-    (ServerError, 5, "the LLM server could not be started or reached, or died"),
-    (TemplateError, 1, "a template is wrong or refused: fix the FILE:LINE named"),
-    (KbgenError, 1, "anything else kbgen refuses, said in the message"),
+EXIT_CODES: list[tuple[type[errors.KbgenError], int, str]] = [
+    (errors.InvalidInput, 1, "an input file is invalid: fix the FILE:LINE named"),
+    (errors.UsageError, 2, "the command line is wrong: an unknown option, a missing argument, ..."),
+    (errors.Conflict, 3, "someone else changed the file while kbgen worked: re-run"),
+    (errors.StoreError, 4, "the disk refused a read or a write"),
+    (errors.ServerError, 5, "the LLM server could not be started or reached, or died"),
+    (errors.TemplateError, 1, "a template is wrong or refused: fix the FILE:LINE named"),
+    (errors.KbgenError, 1, "anything else kbgen refuses, said in the message"),
 ]
 
 
-def exit_code(exc: KbgenError) -> int:
+def exit_code(exc: errors.KbgenError) -> int:
     return next(code for cls, code, _ in EXIT_CODES if isinstance(exc, cls))
 
 
@@ -47,7 +36,7 @@ _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # cl
 
 
 class _Group(click.Group):
-    """The one place errors are shown: click's usage errors as kbgen's UsageError."""
+    """The one place errors are shown: click's usage errors as kbgen's errors.UsageError."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
@@ -55,18 +44,18 @@ class _Group(click.Group):
         except click.UsageError as exc:  # `kbgen --bogus`
             if isinstance(exc, _NO_ARGS_IS_HELP):
                 raise
-            raise click.exceptions.Exit(_report(UsageError(exc.format_message()))) from None
+            raise click.exceptions.Exit(_report(errors.UsageError(exc.format_message()))) from None
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:  # an unknown command, a command's arguments or options
-            ctx.exit(_report(UsageError(exc.format_message())))
-        except KbgenError as exc:
+            ctx.exit(_report(errors.UsageError(exc.format_message())))
+        except errors.KbgenError as exc:
             ctx.exit(_report(exc))
 
 
-def _report(exc: KbgenError) -> int:
+def _report(exc: errors.KbgenError) -> int:
     """Show `exc` on stderr as its kind is shown, secrets masked; its exit code."""
     for line in exc.lines(redact.text):
         click.echo(line, err=True)
@@ -161,7 +150,7 @@ def list_records(records: Path, stale: bool) -> None:
 
     base = kb.load([records])
     if base.problems:
-        raise InvalidInput(base.problems)
+        raise errors.InvalidInput(base.problems)
     lines = listing.stale(base) if stale else listing.table(base)
     if lines:
         click.echo("\n".join(lines))
@@ -373,6 +362,12 @@ def bench(
     "(no confidence interval; the record says so).",
 )
 @click.option(
+    "--accept-time-confound",
+    is_flag=True,
+    help="With --from: decide from one run per arm, the arms confounded with any drift of the "
+    "server (as a spec's workload.accept_time_confound; the record says so).",
+)
+@click.option(
     "--check",
     "check_only",
     is_flag=True,
@@ -388,15 +383,16 @@ def record(
     records: Path,
     allow_mismatch: bool,
     allow_summary_only: bool,
+    accept_time_confound: bool,
     check_only: bool,
     update: bool,
 ) -> None:
     """Turn a bench run into a record with statistics and a verdict; import; or check.
 
     Summarises every metric per variant and prompt class (n, mean, median, p90, p99, stdev),
-    adds the speculative-decoding figures, and decides the hypothesis with bootstrap
-    confidence intervals. The compact samples are written beside the record so that
-    `kbgen record --check` can recompute every number later, on any machine.
+    adds the speculative-decoding figures, and decides the hypothesis with Student-t intervals
+    over prompts, the error controlled over the whole record. The compact samples are written
+    beside the record so that `kbgen record --check` can recompute every number later.
 
     \b
     Example:
@@ -410,22 +406,21 @@ def record(
     """
     from kbgen.record.command import check, record_import, record_run, summary
 
-    if prompts is not None and tool is None:
-        raise UsageError("--prompts goes with --from: a run folder and a record keep their classes")
+    if (prompts is not None or accept_time_confound) and tool is None:
+        raise errors.UsageError("--prompts and --accept-time-confound go with --from")
     if check_only or update:
         for line in check([Path(t) for t in targets], update):
             click.echo(line)
         return
     if tool is not None:
-        path = record_import(
-            tool, [*targets], records, into, spec_path, allow_mismatch, allow_summary_only, prompts
-        )
+        allow = (allow_mismatch, allow_summary_only, accept_time_confound)
+        path = record_import(tool, [*targets], records, into, spec_path, *allow, prompts=prompts)
     else:
         if len(targets) != 1:
-            raise UsageError("give one run folder (or --from TOOL VARIANT=FILE ...)")
+            raise errors.UsageError("give one run folder (or --from TOOL VARIANT=FILE ...)")
         run = Path(targets[0])
         if not run.is_dir():
-            raise UsageError(f"{run}: no such run folder")
+            raise errors.UsageError(f"{run}: no such run folder")
         path = record_run(run, records, into, allow_mismatch)
     click.echo(str(path))
     for line in summary(path):  # stderr: stdout stays the record's path alone, for scripts
@@ -478,8 +473,11 @@ def render(records: Path, docs: Path | None, templates: Path | None, check: bool
     changed = build.render_site(records, docs, templates, check=check)
     if check:
         if changed:
-            raise InvalidInput(
-                [Problem(docs / path, None, "", "stale: run `kbgen render`") for path in changed]
+            raise errors.InvalidInput(
+                [
+                    errors.Problem(docs / path, None, "", "stale: run `kbgen render`")
+                    for path in changed
+                ]
             )
         click.echo(f"ok: {docs} is current")
         return
@@ -527,7 +525,7 @@ def diff_command(
 
     try:
         click.echo(review.output(records, base, head, all_rows, fmt, templates), nl=False)
-    except InvalidHead as exc:  # the comment says what is invalid; then the error
+    except errors.InvalidHead as exc:  # the comment says what is invalid; then the error
         click.echo(exc.comment, nl=False)
         raise
 
@@ -583,7 +581,7 @@ def check_command(
     for warning in report.warnings:
         click.echo(f"warning: {redact.text(str(warning))}", err=True)
     if report.problems:
-        raise InvalidInput(report.problems)
+        raise errors.InvalidInput(report.problems)
     warned = f"; {len(report.warnings)} warning(s)" if report.warnings else ""
     click.echo(f"ok: records valid, docs current, no lint problems{warned}")
 
@@ -591,7 +589,7 @@ def check_command(
 def main() -> None:
     try:
         cli(prog_name="kbgen")
-    except Exception as exc:  # no KbgenError: a bug in kbgen; still one line, secrets masked
+    except Exception as exc:  # no errors.KbgenError: a bug in kbgen; still one line, secrets masked
         for line in redact.text(f"{type(exc).__name__}: {exc}").splitlines():
             click.echo(f"error: internal error: {line}", err=True)
         raise SystemExit(1) from None

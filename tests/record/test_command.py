@@ -148,7 +148,7 @@ def test_a_chat_import_with_its_prompt_file(
     ("extra", "code", "message"),
     [
         ([], 1, "vllm-bench-chat-baseline.json: 16 requests, but"),
-        (["--check"], 2, "--prompts goes with --from"),
+        (["--check"], 2, "--prompts and --accept-time-confound go with --from"),
     ],
     ids=["mismatch-exits-1", "without-from-exits-2"],
 )
@@ -165,6 +165,28 @@ def test_prompts_on_the_command_line(
     first, *rest = result.stderr.splitlines()  # the problem on one line, then their count
     assert message in first and rest == (["1 problem in 1 file(s)"] if code == 1 else [])
     assert "Traceback" not in result.output and not (tmp_path / "records").exists()
+
+
+def test_one_run_per_arm_decides_only_when_the_command_line_accepts_it(tmp_path: Path) -> None:
+    """An import of one run per arm is one round: inconclusive for the time confound, unless
+    --accept-time-confound (as a spec's workload can) accepts it, which the record keeps."""
+    pairs = [f"baseline={BASE}", f"ngram={NGRAM}"]
+    outcomes = {}
+    for accept in (False, True):
+        records = tmp_path / str(accept)
+        options = ["--spec", str(SPEC), "--records", str(records)]
+        flag = ["--accept-time-confound"] if accept else []
+        result = CliRunner().invoke(
+            cli, ["record", "--from", "vllm-bench", *pairs, *options, *flag]
+        )
+        assert result.exit_code == 0, result.output
+        record = load_file(Path(result.stdout.strip()))
+        assert isinstance(record, Record)
+        assert record.verdict is not None and record.workload is not None
+        outcomes[accept] = record.verdict.outcome
+        assert record.workload.accept_time_confound is (True if accept else None)
+        assert ("one round" in result.stderr) is not accept
+    assert outcomes == {False: "inconclusive", True: "refuted"}
 
 
 @pytest.mark.parametrize(

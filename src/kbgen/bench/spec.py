@@ -2,10 +2,8 @@
 
 A spec names the hypothesis, how to reach or start the server, the variants (server arguments
 that differ between arms, e.g. a `speculative_config`), the workload, and the plan tasks a
-concluded result resolves. Relative paths in a spec (its prompts; a `process` server's command,
-model and arguments, the server started there) are read from its `workdir`, itself relative to
-the spec's folder: the spec's folder unless it says otherwise, as DVC reads a stage's paths from
-its `dvc.yaml`'s folder and Compose from its file's. Where kbgen runs does not matter.
+concluded result resolves. Its relative paths are read from its `workdir` (by default the
+spec's own folder), wherever kbgen runs.
 """
 
 from __future__ import annotations

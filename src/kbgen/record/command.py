@@ -121,6 +121,7 @@ def record_import(
     spec_path: Path | None,
     allow_mismatch: bool = False,
     allow_summary_only: bool = False,
+    accept_time_confound: bool = False,
     prompts: Path | None = None,
 ) -> Path:
     """Import VARIANT=FILE result files of `tool` (a folder tool's one FOLDER of every
@@ -161,6 +162,7 @@ def record_import(
             tags=tags,
             suite=suite,
             spec=spec,
+            accept_time_confound=accept_time_confound,
         )
     except ValidationError as exc:  # e.g. a variant name that is no slug
         raise InvalidInput(problems_of(path, exc)) from exc

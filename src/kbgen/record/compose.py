@@ -285,12 +285,14 @@ def from_imports(
     tags: list[str] | None = None,
     suite: imports.Suite | None = None,
     spec: ExperimentSpec | None = None,
+    accept_time_confound: bool = False,
 ) -> tuple[Record, Evidence | None]:
     """The record from imported results, one per variant, or per variant, sweep step and run of
     a sweep (`imports.load_levels` makes its load levels); the spec's baseline first, else the first
     given; with the evidence when every variant has per-request samples. Its classes are the
     `suite`'s (`imports.classify` gave the samples theirs), else the one class `all`; its setup
-    is the files' and the `spec`'s (`imports.setup_of`), and what neither says is unknown."""
+    is the files' and the `spec`'s (`imports.setup_of`), and what neither says is unknown;
+    `accept_time_confound` accepts one round, as the spec's workload can."""
     order = imports.arms(list(dict.fromkeys(i.variant for i in found)), spec)
     found = sorted(found, key=lambda i: order.index(i.variant))
     loads, level_notes = imports.load_levels(found)
@@ -305,6 +307,8 @@ def from_imports(
                 f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
             )
     setup = imports.setup_of(found, order, spec, suite, loads)
+    if accept_time_confound:
+        setup.workload.accept_time_confound = True
     differences += setup.differences
     if differences and not allow_mismatch:
         raise Mismatch(
