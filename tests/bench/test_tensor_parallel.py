@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import psutil
+import pytest
 
 from kbgen.bench import effective, logline
 from kbgen.bench.launch import ProcessLauncher
@@ -23,6 +24,7 @@ from tests.support.processes import still_running
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "vllm-logs" / "cpu-0.32-tp2.log"
 
 
+@pytest.mark.integration  # a real vLLM server of two ranks
 def test_a_tensor_parallel_server_starts_names_its_layout_and_stops_with_every_rank(
     tmp_path: Path,
 ) -> None:

@@ -8,7 +8,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support import vllm_env
+
+pytestmark = pytest.mark.integration  # the vLLM venv's torch and transformers on the tiny model
 
 SCRIPT = vllm_env.REPO / "bench" / "gpu" / "eagle3" / "hidden_states.py"
 # runs the script on rows of 5 to 59 tokens in batches of 8, then each row alone; prints the
@@ -18,6 +22,7 @@ import json, random, runpy, sys, types
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
+
 model, prepared, script = sys.argv[1:4]
 random.seed(0)
 rows = [[random.randrange(1, 200) for _ in range(random.randrange(5, 60))] for _ in range(37)]

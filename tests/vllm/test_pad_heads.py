@@ -7,7 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support import vllm_env
+
+pytestmark = pytest.mark.integration  # the vLLM venv's transformers on the tiny model
 
 SCRIPT = vllm_env.REPO / "bench" / "vllm" / "pad_heads.py"
 
