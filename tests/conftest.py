@@ -81,6 +81,14 @@ provenance:
 """
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives the browser is marked `browser` by its fixture, wherever it is, so
+    that the fast lane (`make test-fast`) leaves it out."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(autouse=True)
 def _work_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands keep caches in `.kbgen_cache/` of the current folder: never the repository's."""

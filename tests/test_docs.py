@@ -1,5 +1,6 @@
 """The documentation that describes code is generated from it and current: the CLI reference
-(complete, in the site's nav) and the README's parts that cog writes."""
+(complete, in the site's nav), the design page's parts that cog writes, and the README and
+Guide: a short front door, every guide page in the nav, every relative link to a file there."""
 
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ DESIGN = REPO / "docs" / "design.md"
 README = REPO / "README.md"
 # every file with cog blocks; `cog -r` them all to regenerate
 REVIEW = REPO / "docs" / "review.md"
-GENERATED = [CLI_REFERENCE, DESIGN, README, REVIEW]
+GENERATED = [CLI_REFERENCE, DESIGN, REVIEW]
 REGENERATE = "cog -r " + " ".join(str(path.relative_to(REPO)) for path in GENERATED)
 
 
 @pytest.mark.parametrize("path", GENERATED, ids=lambda path: path.name)
 def test_the_generated_text_is_current(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The file is what cog writes from today's code (`cog --check`, as CI would run it): the
-    CLI reference from the real `--help`, the README's layout and rules from the modules."""
+    CLI reference from the real `--help`, the design page's layout and rules from the modules."""
     status = Cog().main(["cog", "--check", "--diff", "--verbosity=0", str(path)])
     assert status == 0, f"{capsys.readouterr().out}\nrun: {REGENERATE}"
 
@@ -57,6 +58,45 @@ def test_the_reference_pages_are_in_the_nav(entry: dict[str, str]) -> None:
     assert entry in reference
 
 
+GUIDE = REPO / "docs" / "guide"
+FRONT = [README, REPO / "CONTRIBUTING.md"]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")  # a Markdown link's target, its anchor cut
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """What it is, the two commands, `kbgen init`, the commands, and links: the rest is the
+    Guide's."""
+    assert README.read_text().count("\n") <= 150
+
+
+def _nav_pages(items: list[object]) -> list[str]:
+    pages: list[str] = []
+    for item in items:
+        for value in item.values() if isinstance(item, dict) else [item]:
+            pages += _nav_pages(value) if isinstance(value, list) else [str(value)]
+    return pages
+
+
+def test_every_guide_page_is_in_the_nav() -> None:
+    config = yaml_load((REPO / "mkdocs.yml").read_text())
+    guide = next(item["Guide"] for item in config["nav"] if "Guide" in item)
+    listed = _nav_pages(guide)
+    assert sorted(listed) == sorted(
+        p.relative_to(REPO / "docs").as_posix() for p in GUIDE.glob("*.md")
+    )
+
+
+@pytest.mark.parametrize("page", [*FRONT, *sorted(GUIDE.glob("*.md"))], ids=lambda p: p.name)
+def test_every_relative_link_reaches_a_file(page: Path) -> None:
+    """The README's and CONTRIBUTING's links are read on GitHub, not checked by a site build."""
+    targets = [
+        t for t in LINK.findall(page.read_text()) if "://" not in t and not t.startswith("mailto:")
+    ]
+    missing = [t for t in targets if not (page.parent / t).exists()]
+    assert not missing
+    assert targets or page not in FRONT  # the front door links to the rest
+
+
 def test_every_module_the_design_page_names_exists() -> None:
     named = set(re.findall(r"`(kbgen(?:\.\w+)+)", DESIGN.read_text()))
     assert len(named) > 20
@@ -73,7 +113,7 @@ def test_every_docstring_ends_with_an_example(command: click.Command) -> None:
     assert re.fullmatch(r"\x08\nExample:\n(  kbgen\b.*\n?)+", last), last
 
 
-# --- module docstrings: what the README's layout is generated from ------------------------------
+# --- module docstrings: what the design page's layout is generated from -------------------------
 
 PACKAGE = REPO / "src" / "kbgen"
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -89,7 +129,7 @@ def _name(path: Path) -> str:
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_every_module_says_in_its_first_line_what_it_is_for(path: Path) -> None:
-    """The line the README's layout shows: a sentence of its own, within the line length."""
+    """The line the design page's layout shows: a sentence of its own, within the line length."""
     summary, _, rest = _docstring(path).partition("\n")
     assert summary.endswith("."), f"{_name(path)}: no one-line summary: {summary!r}"
     assert len(f'"""{summary}') <= 100 and (not rest or rest.startswith("\n")), summary

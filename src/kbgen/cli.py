@@ -137,7 +137,7 @@ def list_records(records: Path, stale: bool) -> None:
     """List records with status, verdict and title, newest first.
 
     With --stale, name the records whose evidence is stale: a record of the same question
-    (same model, engine, hardware and arms; see the README) was measured on a newer engine
+    (same model, engine, hardware and arms; see the design page) was measured on a newer engine
     version.
 
     \b

@@ -35,6 +35,8 @@ from tests.support import paced_server
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 from ray.cluster_utils import Cluster  # after the variable (kbgen[dev] has ray)
 
+pytestmark = pytest.mark.ray
+
 PYTHON = Path(sys.executable)
 NODE: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 

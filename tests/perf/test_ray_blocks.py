@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.perf import quick
 
 
+@pytest.mark.ray
 def test_ray_blocks_quick_times_blocks_on_one_node_and_on_two(tmp_path: Path) -> None:
     figures = quick("ray_blocks.py", tmp_path)
     # 2 blocks x 2 arms x 2 loads x 2 rounds x 2 classes x 2 prompts, on each cluster

@@ -66,7 +66,7 @@ def test_init_never_replaces_a_user_s_file(tmp_path: Path) -> None:
         ("", None),
         ("*.pyc", "*.pyc\n"),  # no newline at its end: the additions start on a line of their own
         ("/site/\n", "/site/\n"),  # one line there already: only the other added
-        (".kbgen_cache/\n/site/\n", ".kbgen_cache/\n/site/\n"),
+        (".kbgen_cache/\n/site/\n/runs/\n", ".kbgen_cache/\n/site/\n/runs/\n"),
     ],
 )
 def test_init_adds_only_the_ignore_lines_missing(
@@ -77,11 +77,9 @@ def test_init_adds_only_the_ignore_lines_missing(
     added = starter.init(tmp_path).ignored
     text = (tmp_path / ".gitignore").read_text()
     lines = text.splitlines()
-    assert sorted(line for line in lines if line in (".kbgen_cache/", "/site/")) == [
-        ".kbgen_cache/",
-        "/site/",
-    ]
-    assert added == [line for line in (".kbgen_cache/", "/site/") if line not in before]
+    ignored = (".kbgen_cache/", "/site/", "/runs/")  # caches, the built site, run folders
+    assert sorted(line for line in lines if line in ignored) == sorted(ignored)
+    assert added == [line for line in ignored if line not in before]
     if after is not None:
         assert text.startswith(after)
         assert text == after if not added else text.count("\n") == len(lines)

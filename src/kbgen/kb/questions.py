@@ -1,7 +1,7 @@
 """Which question a record answers: the key two records share when they test the same one.
 
 The rule is data: `ASKED` holds one `Part` per thing two records must agree on, its words and
-the value it reads; `question_of` hashes the values and `rule` writes the words (the README's
+the value it reads; `question_of` hashes the values and `rule` writes the words (the design page's
 statement of the rule is generated from it, so the two cannot drift).
 """
 
@@ -224,7 +224,7 @@ def rule() -> str:
 
 
 def _wrapped(text: str, indent: str = "") -> str:
-    """`text` in lines of at most 96 characters, as the README's source is written."""
+    """`text` in lines of at most 96 characters, as the docs' source is written."""
     return textwrap.fill(
         text, 96, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
     )
