@@ -36,17 +36,17 @@ site-zensical: $(STAMP)
 
 ## make test: lint (the Pages workflow too), type-check, `kbgen check` of the example knowledge
 ## base, and the whole test suite (the site built by MkDocs and by Zensical, integration tests
-## on a real vLLM included): first the tests that start no vLLM, over every core; then those
-## that do, one at a time, as the real server takes the cores
+## on a real vLLM included): first the tests that start no real server, over every core; then
+## those that do (vLLM, Ray, the paced stand-in), one at a time: their servers take the cores
 test: $(STAMP) lint vllm browser
 	$(BIN)/kbgen check --every-record
-	$(BIN)/pytest -m "not integration" -n auto
-	$(BIN)/pytest -m integration
+	$(BIN)/pytest -m "not (integration or ray or timing)" -n auto
+	$(BIN)/pytest -m "integration or ray or timing"
 
-## make test-fast: every test that starts no real server (no vLLM, Ray or browser), over every
-## core, each given at most two minutes; what to run while working (CONTRIBUTING.md)
+## make test-fast: every test that starts no real server (no vLLM, Ray, paced server or
+## browser), over every core, each given at most two minutes; what to run while working
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not integration and not ray and not browser" --timeout 120 -n auto -q
+	$(BIN)/pytest -m "not (integration or ray or timing or browser)" --timeout 120 -n auto -q
 
 ## make browser: a Chromium for the tests that load the built site in a real browser, no root
 ## needed: npm's @sparticuz/chromium unpacked into .tools/ (tests/support/chromium.py says how)

@@ -23,7 +23,8 @@ DESIGN = REPO / "docs" / "design.md"
 README = REPO / "README.md"
 # every file with cog blocks; `cog -r` them all to regenerate
 REVIEW = REPO / "docs" / "review.md"
-GENERATED = [CLI_REFERENCE, DESIGN, REVIEW]
+SPEC_FIELDS = REPO / "docs" / "guide" / "spec.md"
+GENERATED = [CLI_REFERENCE, DESIGN, REVIEW, SPEC_FIELDS]
 REGENERATE = "cog -r " + " ".join(str(path.relative_to(REPO)) for path in GENERATED)
 
 

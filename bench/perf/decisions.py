@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How often kbgen's verdicts decide at the boundary, simulated under noise of every kind.
 
-Usage: python bench/perf/decisions.py [--runs 1000] [--quick] [--json FILE]
+Usage: python bench/perf/decisions.py [--runs 1000] [--sweep-runs N] [--noises A,B] [--quick]
+       [--json FILE]
 
 Every design kbgen allows (fixed and stopping, 1 to 6 rounds, 4 to 16 prompts, 1 to 5 classes,
 an A/B and a sweep of 5 settings x 3 loads x 3 classes) is run `--runs` times on a simulated
@@ -220,7 +221,7 @@ def one_run(
     sent: list[Request],
     spec: ExperimentSpec,
 ) -> tuple[bool, list[tuple[float, float]], float]:
-    """A run: whether any cell was decisive, the cells' intervals (log scale) and the share of
+    """A run: whether any cell was decisive, the cells' intervals and the share of
     the fixed design's requests it sent."""
     values = simulate(design, noise, log_effect, rng, sent)
     h = hypothesis(design)
@@ -253,8 +254,8 @@ def one_run(
         decided = [v.outcome in (Outcome.SUPPORTED, Outcome.REFUTED) for v in found]
         if all(decided) or look == looks[-1]:
             used = sum(1 for r in sent if r[1] <= look) / len(sent)
-            intervals = [
-                (math.log1p(v.ci_low), math.log1p(v.ci_high))
+            intervals = [  # relative changes: a bound of -100% (exp underflowed) is one
+                (v.ci_low, v.ci_high)
                 for v in found
                 if v.ci_low is not None and v.ci_high is not None
             ]
@@ -274,7 +275,7 @@ def run(design: Design, noise: Noise, runs: int, log_effect: float, seed: int) -
         if intervals:
             low, high = intervals[0]
             result.intervals += 1
-            result.covered += low <= log_effect <= high
+            result.covered += low <= math.expm1(log_effect) <= high
     return result
 
 
@@ -335,21 +336,27 @@ def cases(quick: bool) -> Iterator[tuple[Design, Noise]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--sweep-runs", type=int, help="runs of a sweep design (default: --runs)")
+    parser.add_argument("--noises", help="only these noises, by name, comma-separated")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     a = parser.parse_args()
     runs = 400 if a.quick else a.runs
     began = time.perf_counter()
     rows = []
-    print(f"{'design':48} {'noise':28} {'decisive':>22} {'coverage':>8} {'requests':>8}")
+    print(f"{'design':48} {'noise':28} {'decisive':>22} {'coverage':>8} {'requests':>8} runs")
+    only = set(a.noises.split(",")) if a.noises else None
     for i, (design, noise) in enumerate(cases(a.quick)):
-        figures = run(design, noise, runs, math.log1p(MINIMUM), seed=1000 + i).figures()
+        if only is not None and noise.name not in only:
+            continue
+        n = a.sweep_runs if a.sweep_runs and design.settings > 1 else runs
+        figures = run(design, noise, n, math.log1p(MINIMUM), seed=1000 + i).figures()
         rows.append(figures)
         coverage = f"{figures['coverage']:.1%}" if figures["coverage"] is not None else "-"
         print(
             f"{design.name:48} {noise.name:28} {figures['decisive']:6.1%} "
             f"[{figures['decisive_low']:.1%}, {figures['decisive_high']:.1%}]".ljust(99)
-            + f" {coverage:>8} {figures['requests_used']:8.0%}",
+            + f" {coverage:>8} {figures['requests_used']:8.0%} {figures['runs']}",
             flush=True,
         )
     power = run(  # test_stopping_simulation's design: 48 prompts a class, 4 rounds at most

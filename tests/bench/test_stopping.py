@@ -20,6 +20,9 @@ from kbgen.record import compose, cost, recompute, stopping, write
 from tests.bench.test_sweep import spec_data as sweep_data
 from tests.support.paced_server import Loads, PacedVllm, Switching
 
+# the paced server's verdicts need the cores to themselves: run apart from other tests
+pytestmark = pytest.mark.timing
+
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 
 

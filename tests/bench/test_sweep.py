@@ -199,6 +199,7 @@ def run_sweep(tmp_path: Path, interrupt_after: int | None = None) -> tuple[RunFo
     return asyncio.run(go(folder, None)), starts
 
 
+@pytest.mark.timing  # the paced server's verdicts need the cores to themselves
 def test_a_sweep_finds_the_best_setting_per_load_and_refutes_the_worse(tmp_path: Path) -> None:
     folder, starts = run_sweep(tmp_path)
     # one start per arm per round, the arm ending a round starting the next: never per load
@@ -237,6 +238,7 @@ def test_a_sweep_finds_the_best_setting_per_load_and_refutes_the_worse(tmp_path:
     assert recompute.recompute(path) == []
 
 
+@pytest.mark.timing  # the paced server's verdicts need the cores to themselves
 def test_a_resumed_sweep_measures_no_cell_twice(tmp_path: Path) -> None:
     folder, starts = run_sweep(tmp_path, interrupt_after=50)
     # the arm interrupted mid-window is started again: both starts are kept

@@ -36,8 +36,15 @@ def _loop(path: Path) -> None:
 
 
 def _socket(path: Path) -> None:
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(str(path))  # the socket file stays after the socket is closed
+    """Bound by its name from its own folder: a socket's path may be at most 107 bytes, and a
+    test's folder under pytest-xdist is longer."""
+    here = Path.cwd()
+    os.chdir(path.parent)
+    try:
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(path.name)  # the socket file stays after the socket is closed
+    finally:
+        os.chdir(here)
 
 
 def _outside(path: Path) -> None:

@@ -70,15 +70,16 @@ def new_record_text(title: str, record_id: str, created: dt.date) -> str:
     text = RECORD_TEMPLATE.format(
         id=record_id, title=json.dumps(title), created=created.isoformat()
     )
-    return _validated(text, Record, record_id)
+    return validated(text, Record, record_id)
 
 
 def new_plan_text(title: str, plan_id: str) -> str:
     """The YAML text of a plan with one task to rename, validated before it is returned."""
-    return _validated(PLAN_TEMPLATE.format(id=plan_id, title=json.dumps(title)), Plan, plan_id)
+    return validated(PLAN_TEMPLATE.format(id=plan_id, title=json.dumps(title)), Plan, plan_id)
 
 
-def _validated(text: str, model: type[BaseModel], doc_id: str) -> str:
+def validated(text: str, model: type[BaseModel], doc_id: str) -> str:
+    """`text`, a new file's YAML, once `model` accepts it; UsageError naming its problems."""
     tree = store.parse_text(text)
     try:
         model.model_validate(store.plain(tree))
@@ -98,7 +99,7 @@ def new_record(
     by default by the date and the title's slug; either must be free (a record of that title
     today is refused, never renamed behind its author's back)."""
     created = today or dt.date.today()
-    path = _free(
+    path = free(
         folder, f"{created.isoformat()}-{slugify(title)}" if record_id is None else record_id
     )
     files.write_atomic(path, new_record_text(title, path.stem, created).encode(), replace=False)
@@ -110,12 +111,12 @@ def new_plan(title: str, folder: Path, plan_id: str | None = None) -> Path:
     default the title's slug; either must be free (records name a plan's tasks by its id, so it
     is chosen, never made up)."""
     chosen = plan_id if plan_id is not None else slugify(title)
-    path = _free(folder / files.PLANS_FOLDER, chosen)
+    path = free(folder / files.PLANS_FOLDER, chosen)
     files.write_atomic(path, new_plan_text(title, path.stem).encode(), replace=False)
     return path
 
 
-def _free(folder: Path, doc_id: str) -> Path:
+def free(folder: Path, doc_id: str) -> Path:
     """`folder/doc_id.yaml`, for an id that is one and a name that is free (a creator racing
     this one is still refused: the write is exclusive)."""
     if not re.fullmatch(ID_PATTERN, doc_id):
