@@ -40,13 +40,13 @@ site-zensical: $(STAMP)
 ## those that do (vLLM, Ray, the paced stand-in), one at a time: their servers take the cores
 test: $(STAMP) lint vllm browser
 	$(BIN)/kbgen check --every-record
-	$(BIN)/pytest -m "not (integration or ray or timing)" -n auto
+	$(BIN)/pytest -m "not (integration or ray or timing)" -n auto --dist loadscope
 	$(BIN)/pytest -m "integration or ray or timing"
 
 ## make test-fast: every test that starts no real server (no vLLM, Ray, paced server or
 ## browser), over every core, each given at most two minutes; what to run while working
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not (integration or ray or timing or browser)" --timeout 120 -n auto -q
+	$(BIN)/pytest -m "not (integration or ray or timing or browser)" --timeout 120 -n auto --dist loadscope -q
 
 ## make browser: a Chromium for the tests that load the built site in a real browser, no root
 ## needed: npm's @sparticuz/chromium unpacked into .tools/ (tests/support/chromium.py says how)
