@@ -82,11 +82,13 @@ provenance:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that drives the browser is marked `browser` by its fixture, wherever it is, so
-    that the fast lane (`make test-fast`) leaves it out."""
+    """A test that drives the browser is marked `browser` by its fixture, and a benchmark's
+    quick mode (tests/perf/) `perf` by its folder, so that the fast lane leaves them out."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if item.path.parent.name == "perf":
+            item.add_marker(pytest.mark.perf)
 
 
 @pytest.fixture(autouse=True)
