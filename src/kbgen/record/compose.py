@@ -306,9 +306,7 @@ def from_imports(
             differences.append(
                 f"workload {name} differs: " + ", ".join(f"{v}={x}" for v, x in seen.items())
             )
-    setup = imports.setup_of(found, order, spec, suite, loads)
-    if accept_time_confound:
-        setup.workload.accept_time_confound = True
+    setup = imports.setup_of(found, order, spec, suite, loads, accept_time_confound)
     differences += setup.differences
     if differences and not allow_mismatch:
         raise Mismatch(

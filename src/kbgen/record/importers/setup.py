@@ -90,10 +90,12 @@ def setup_of(
     spec: ExperimentSpec | None,
     suite: Suite | None,
     loads: list[Load] | None = None,
+    accept_time_confound: bool = False,
 ) -> Setup:
     """The setup of the imports `found`, whose variants are `order` (the baseline first), with
-    the settings `spec` gives (where one is given), the prompt file `suite` the requests took
-    their classes from and a sweep's load levels (`levels`)."""
+        the settings `spec` gives (where one is given), the prompt file `suite` the requests took
+        their classes from and a sweep's load levels (`levels`); one round accepted where the spec
+    or `accept_time_confound` (the command line's) says so."""
     loads = loads if loads and len(loads) > 1 else None
     tools = {i.tool for i in found}
     engine = "vllm" if spec is not None or tools == {"vllm bench serve"} else UNKNOWN
@@ -139,7 +141,11 @@ def setup_of(
         **_known(prompt_suite_sha256=suite.sha256 if suite else None),
         classes=suite.classes if suite else [ALL],
         **_known(**settings, **tokens, loads=loads),
-        **_known(accept_time_confound=(spec and spec.workload.accept_time_confound) or None),
+        **_known(
+            accept_time_confound=accept_time_confound
+            or (spec is not None and spec.workload.accept_time_confound)
+            or None
+        ),
     )
     notes = []
     if from_spec:
