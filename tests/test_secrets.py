@@ -242,8 +242,8 @@ def test_a_resume_takes_the_secrets_from_the_environment(
     monkeypatch.setenv("KBGEN_TEST_KEY", s(80))
     monkeypatch.setenv("KBGEN_TEST_HF", s(81))
     from kbgen.bench import driver
-    from kbgen.bench.runs import RunFolder
-    from kbgen.bench.spec import load
+    from kbgen.run.folder import RunFolder
+    from kbgen.run.spec import load
 
     loaded = load(spec)  # a run interrupted before its first window: nothing measured yet
     folder = RunFolder.create(
@@ -267,8 +267,8 @@ def test_a_resume_refuses_a_copy_whose_secret_was_masked(tmp_path: Path) -> None
     server = {"launcher": "external", "url": f"http://kb:{s(82)}@127.0.0.1:{free_port()}"}
     spec = _spec(tmp_path / "input", server, ["--api-key", s(83)])
     from kbgen.bench import driver
-    from kbgen.bench.runs import RunFolder
-    from kbgen.bench.spec import load
+    from kbgen.run.folder import RunFolder
+    from kbgen.run.spec import load
 
     loaded = load(spec)
     folder = RunFolder.create(

@@ -81,14 +81,15 @@ sys.path[:0] = [str(REPO / "src"), str(HERE)]
 
 from client_overhead import VllmBench  # noqa: E402  (the resident `vllm bench serve`)
 
-from kbgen.bench import driver, metrics, prompts, senders  # noqa: E402
-from kbgen.bench import spec as specs  # noqa: E402
+from kbgen.bench import driver, metrics, senders  # noqa: E402
 from kbgen.bench.client import Client  # noqa: E402
 from kbgen.bench.launch import launcher_for  # noqa: E402
-from kbgen.bench.samples import Sample, request_metrics  # noqa: E402
 from kbgen.errors import KbgenError  # noqa: E402
 from kbgen.kb.models import UsageMode  # noqa: E402
 from kbgen.record.stats import paired_effect  # noqa: E402
+from kbgen.run import prompts  # noqa: E402
+from kbgen.run import spec as specs  # noqa: E402
+from kbgen.run.samples import Sample, request_metrics  # noqa: E402
 
 CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")  # the default set
 GUIDELLM = "guidellm"  # only with --guidellm-python, pass by pass

@@ -81,8 +81,8 @@ import psutil
 
 from kbgen.bench import senders
 from kbgen.bench.client import Client, Timeouts
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
+from kbgen.run.folder import RunFolder
+from kbgen.run.samples import Sample
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -8,9 +8,9 @@ Every design kbgen allows (fixed and stopping, 1 to 6 rounds, 4 to 16 prompts, 1
 an A/B and a sweep of 5 settings x 3 loads x 3 classes) is run `--runs` times on a simulated
 server whose true effect sits exactly at the minimum effect (+5%), under each noise: per-prompt
 effects normal or Student-t(3), 1% of requests 5x slower, a server whose speed drifts linearly by
-4% or 10% over the run. The requests go in the driver's own order (`bench.driver.windows` and
+4% or 10% over the run. The requests go in the driver's own order (`run.design.windows` and
 `round_requests` of a real spec) and a stopping design looks where the driver does: at the end
-of every round from the second on (`record.anytime.Design.looks`). Every cell is decided by
+of every round from the second on (`run.design.Design.looks`). Every cell is decided by
 `record.class_verdict.decide` at the level the verdict gives it (a sweep's Bonferroni level).
 
 Printed per design and noise: the share of runs with any decisive cell (supported or refuted:
@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from kbgen.bench import driver
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.kb.models import Hypothesis, Outcome
 from kbgen.record import class_verdict
-from kbgen.record.anytime import Design as Stopping
 from kbgen.record.rule import CONFIDENCE
+from kbgen.run import design as interleaved
+from kbgen.run.design import Design as Stopping
+from kbgen.run.spec import ExperimentSpec
 
 MINIMUM = 0.05
 EFFECT_SPREAD, SPEED_SPREAD, TIMING_NOISE, JITTER = 0.15, 0.10, 0.04, 0.01  # test_simulation's
@@ -157,8 +157,8 @@ def schedule(spec: ExperimentSpec, prompts: int) -> list[Request]:
     time: window w's requests spread over [w, w + 1)."""
     suite = {c: [""] * prompts for c in spec.workload.classes}
     out = []
-    for w, (round_, arm, level) in enumerate(driver.steps(driver.windows(spec))):
-        keys = driver.round_requests(spec.workload, suite, round_)
+    for w, (round_, arm, level) in enumerate(interleaved.steps(interleaved.windows(spec))):
+        keys = interleaved.round_requests(spec.workload, suite, round_)
         for place, key in enumerate(keys):
             t = w + place / len(keys)
             out.append((w, round_, arm, level, key.prompt_class, key.prompt_index, t))

@@ -22,12 +22,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kbgen.bench import prompts, provenance
-from kbgen.bench.spec import load
+from kbgen.bench import provenance
 from kbgen.kb import loading
 from kbgen.kb.models import Record
 from kbgen.kb.store import load_fast
 from kbgen.record.estimate import estimate
+from kbgen.run import prompts
+from kbgen.run.spec import load
 
 
 def main() -> None:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from kbgen.bench import spec as specs
-from kbgen.bench.runs import RunFolder
 from kbgen.record import stopping
+from kbgen.run import spec as specs
+from kbgen.run.folder import RunFolder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

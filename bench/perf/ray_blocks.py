@@ -28,7 +28,7 @@ from typing import Any
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before ray.cluster_utils: keep 127.0.0.1
 from ray.cluster_utils import Cluster
 
-from kbgen.bench import blocks, command
+from kbgen.bench import command
 
 ROOT = Path(__file__).resolve().parents[2]
 PACED = ROOT / "tests" / "support" / "paced_server.py"
@@ -97,7 +97,7 @@ def timed(nodes: int, blocks_: int, per_class: int, max_tokens: int, port: int) 
             cpu, wall = time.process_time(), time.perf_counter()
             command.execute(run, cluster.address, None, lambda line: None)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            samples = sum(len(b.samples()) for b in blocks.folders(run.folder))
+            samples = sum(len(b.samples()) for b in run.folder.blocks())
     finally:
         cluster.shutdown()  # type: ignore[no-untyped-call]
     return {

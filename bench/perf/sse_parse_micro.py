@@ -36,7 +36,7 @@ from vllm.benchmarks.lib.endpoint_request_func import (  # noqa: E402
 )
 
 from kbgen.bench.client import Client, ReplayTransport  # noqa: E402
-from kbgen.bench.samples import Sample  # noqa: E402
+from kbgen.run.samples import Sample  # noqa: E402
 
 N = 200
 

@@ -14,12 +14,13 @@ import pytest
 
 from kbgen.bench import blocks, driver
 from kbgen.bench.launch import Launched, Waiting
-from kbgen.bench.run_models import VariantRun, Window
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import load
 from kbgen.errors import ClientFailed, ServerFailed, UsageError
 from kbgen.kb.models import Cost, Variant
 from kbgen.record import cost
+from kbgen.run import design
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import VariantRun, Window, pooled
+from kbgen.run.spec import load
 from tests.support.specs import small_spec
 
 SPEC = """schema_version: 1
@@ -58,8 +59,8 @@ def test_a_block_runs_on_its_own_port_with_its_own_order_and_no_cluster_section(
     assert mine.server.port == 8102  # type: ignore[union-attr]
     assert mine.workload.order_seed == 9
     suite = driver.check_inputs(spec, path)
-    first = driver.round_requests(spec.workload, suite, 0)
-    assert driver.round_requests(mine.workload, suite, 0) != first  # blocks differ in order
+    first = design.round_requests(spec.workload, suite, 0)
+    assert design.round_requests(mine.workload, suite, 0) != first  # blocks differ in order
 
 
 def test_the_driver_makes_a_folder_per_block_with_no_machine_until_its_node_says(
@@ -74,12 +75,12 @@ def test_the_driver_makes_a_folder_per_block_with_no_machine_until_its_node_says
     meta = top.meta()
     assert meta.cluster is not None and meta.order == [] and meta.hardware is None
     assert [b.path for b in meta.cluster.blocks] == ["blocks/0", "blocks/1", "blocks/2"]
-    parts = blocks.folders(top)
+    parts = top.blocks()
     for i, part in enumerate(parts):
         own = part.meta()
         assert own.hardware is None and own.order_seed == 7 + i and own.cluster is None
-        assert own.order == driver.windows(load(part.spec_path))
-    assert blocks.folders(RunFolder(parts[0].path)) == []  # a block is a run on one machine
+        assert own.order == design.windows(load(part.spec_path))
+    assert RunFolder(parts[0].path).blocks() == []  # a block is a run on one machine
 
 
 @pytest.mark.parametrize(
@@ -157,10 +158,10 @@ def test_the_blocks_pooled_are_one_run_with_every_window_and_start(tmp_path: Pat
         up_s=[20.0],
     )
     parts = [meta.model_copy(update={"variants": {"a": run.model_copy(deep=True)}}) for _ in "xy"]
-    pooled = blocks.pooled(meta, parts)
-    assert len(pooled.variants["a"].windows) == 2
-    assert pooled.variants["a"].startup_s == [10.0, 10.0]
-    assert pooled.variants["a"].up_s == [20.0, 20.0]
+    both = pooled(meta, parts)
+    assert len(both.variants["a"].windows) == 2
+    assert both.variants["a"].startup_s == [10.0, 10.0]
+    assert both.variants["a"].up_s == [20.0, 20.0]
     assert parts[0].variants["a"].startup_s == [10.0]  # the blocks' own are left as they were
 
 

@@ -23,9 +23,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from kbgen.bench.client import Api, Client, ReplayTransport, Response, Timeouts
-from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
 from kbgen.kb.numbers import MAX_TOKENS
+from kbgen.run.samples import Sample
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 CAPTURES = sorted(path.name for path in FIXTURES.glob("*.sse"))

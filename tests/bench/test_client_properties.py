@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from kbgen.bench import metrics
 from kbgen.bench.client import Api, Client, ReplayTransport
-from kbgen.bench.run_models import VariantRun
-from kbgen.bench.samples import Sample
 from kbgen.errors import MetricsError, ServerError
+from kbgen.run.counters import Counters
+from kbgen.run.models import VariantRun
+from kbgen.run.samples import Sample
 from tests.support.properties import (
     SETTINGS,
     VALUES,
@@ -124,7 +125,7 @@ def test_metrics_give_finite_counters_or_a_metrics_error(before: str, after: str
             return
     event("counted")
     dumped = counted.model_dump_json()  # JSON without NaN: summary.json can hold it
-    again = metrics.Counters.model_validate_json(dumped)
+    again = Counters.model_validate_json(dumped)
     assert again == counted
     numbers = [v for v in json.loads(dumped).values() if isinstance(v, int | float)]
     assert all(math.isfinite(v) and v >= 0 for v in numbers if not isinstance(v, bool))

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from kbgen.bench import blocks, command
+from kbgen.bench import command
 from kbgen.bench.launch import port_taken
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput, Mismatch, ServerFailed, UsageError
 from kbgen.record import stopping
 from kbgen.record.compose import from_run
+from kbgen.run.folder import RunFolder
+from kbgen.run.samples import Sample
 from tests.support import paced_server
 
 # read when ray.cluster_utils is imported: without it, its nodes' 127.0.0.1 becomes 192.0.2.2
@@ -132,7 +132,7 @@ def test_blocks_spread_over_the_nodes_and_the_driver_alone_keeps_their_samples(
     assert meta.status == "complete" and meta.cluster is not None
     nodes = [b.placements[-1].node for b in meta.cluster.blocks]
     assert len(set(nodes)) == 3  # one block a node: each node holds one box
-    for block in blocks.folders(three_blocks):
+    for block in three_blocks.blocks():
         assert block.meta().status == "complete"
         keys = ok_keys(block)
         assert len(keys) == len(set(keys)) == 2 * 2 * 16  # arms x rounds x prompts, once each
@@ -189,7 +189,7 @@ def test_a_node_killed_mid_block_loses_no_sample_and_its_block_runs_again_elsewh
     cluster.remove_node(victim, allow_graceful=False)
     worker.join(300)
     assert not worker.is_alive()
-    block = blocks.folders(run.folder)[0]
+    block = run.folder.blocks()[0]
     meta, top = block.meta(), run.folder.meta()
     assert meta.status == "complete" and meta.attempts == 2
     assert top.cluster is not None
@@ -235,7 +235,7 @@ def test_a_killed_driver_resumes_without_measuring_anything_twice(
     assert done.returncode == 0, done.stderr
     folder = RunFolder.open(top)
     assert folder.meta().status == "complete"
-    for block in blocks.folders(folder):
+    for block in folder.blocks():
         keys = ok_keys(block)
         assert len(keys) == len(set(keys)) == 64  # each request once: none measured twice
         attempts = collections.Counter(s.attempt for s in block.samples() if s.ok)
@@ -268,7 +268,7 @@ def test_stopping_is_decided_centrally_over_the_blocks_and_ends_them_early(
     # 1000 tokens/s: no node is slower at that rate
     spec = write_spec(tmp_path, 18890, 2, "box", fast=1000, rounds=6, stop="when-decided")
     folder = bench(spec, cluster.address, tmp_path)
-    parts = blocks.folders(folder)
+    parts = folder.blocks()
     assert all(p.meta().status == "complete" for p in parts)
     assert any(p.meta().stopped is not None for p in parts)  # a block saw the driver decide
     record, _ = from_run(folder, "2026-12-03-stopped-over-nodes")
@@ -360,7 +360,7 @@ def test_racing_is_decided_centrally_and_a_dropped_setting_stops_on_every_block(
     meta = folder.meta()
     slow = next(v for v in meta.dropped)
     assert list(meta.dropped) == [slow] and "300" in slow
-    for part in blocks.folders(folder):
+    for part in folder.blocks():
         rounds: dict[str, set[int]] = collections.defaultdict(set)
         for s in part.samples():
             rounds[s.variant].add(s.round or 0)
@@ -386,7 +386,7 @@ def test_a_secret_reaches_a_node_from_its_own_environment_and_is_masked_in_all_w
     data["server"]["env"] = {"PACED_KEY": "${PACED_SECRET}"}
     spec.write_text(json.dumps(data))
     folder = bench(spec, cluster.address, tmp_path)
-    log = blocks.folders(folder)[0].read_log("base")
+    log = folder.blocks()[0].read_log("base")
     assert log is not None and "key: " in log  # the server had it, and said it
     for path in folder.path.rglob("*"):
         if path.is_file():
@@ -417,7 +417,7 @@ def test_nodes_of_different_accelerators_are_refused_before_any_block_starts(
     run = command.prepare(write_spec(tmp_path, 18970, 2, "mixed"), None, tmp_path, cluster.address)
     with pytest.raises(UsageError, match=r"differ in hardware .*A100.*H200"):
         command.execute(run, cluster.address, None, lambda line: None)
-    assert all(not b.samples() for b in blocks.folders(run.folder))
+    assert all(not b.samples() for b in run.folder.blocks())
 
 
 def test_blocks_on_different_hardware_are_refused_by_the_record(
@@ -447,7 +447,7 @@ def test_blocks_on_two_gpus_of_one_node_are_alike_and_each_names_its_gpu(
     copy = tmp_path / "run"
     shutil.copytree(three_blocks.path, copy)
     gpu = {"accelerator": "NVIDIA H200", "count": 1, "accelerator_memory_gib": 140.4}
-    for i, block in enumerate(blocks.folders(RunFolder(copy))):
+    for i, block in enumerate(RunFolder(copy).blocks()):
         meta = block.meta()
         assert meta.hardware is not None
         meta.hardware = meta.hardware.model_copy(update={**gpu, "devices": [i % 2]})

@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from kbgen.bench import driver as bench
 from kbgen.bench.launch import Launched
-from kbgen.bench.run_models import RunTotals
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.cli import cli
 from kbgen.errors import ServerFailed
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import RunTotals
+from kbgen.run.samples import Sample
+from kbgen.run.spec import ExperimentSpec
 from tests.support import vllm_env
 from tests.support.free_port import free_port
 from tests.support.specs import small_spec

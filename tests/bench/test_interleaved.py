@@ -10,10 +10,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kbgen.bench import driver as bench
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.cli import cli
+from kbgen.run import design
+from kbgen.run.folder import RunFolder
+from kbgen.run.spec import ExperimentSpec
 from tests.support import vllm_env
 from tests.support.free_port import free_port
 
@@ -33,7 +33,7 @@ def test_an_interleaved_run_records_order_load_and_hashes_and_its_record_checks(
     run = Path(result.stdout.strip().splitlines()[-1])
 
     meta = json.loads((run / "run.json").read_text())
-    order = bench.order(spec)
+    order = design.order(spec)
     assert meta["order"] == [list(step) for step in order] and meta["order_seed"] == 1
     assert [arm for _, arm in order][1:3] == [order[1][1]] * 2  # ABBA: the middle arm repeats
     for name in ("baseline", "ngram"):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kbgen.bench.launch import Launched, ProcessLauncher, why
-from kbgen.bench.spec import ProcessServer
 from kbgen.errors import ServerFailed
 from kbgen.kb.models import Variant
+from kbgen.run.spec import ProcessServer
 from tests.support.free_port import free_port
 from tests.support.processes import still_running
 
@@ -87,7 +87,7 @@ def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
     from aiohttp.test_utils import TestServer
 
     from kbgen.bench.launch import CommandLauncher
-    from kbgen.bench.spec import CommandServer
+    from kbgen.run.spec import CommandServer
     from tests.support.fake_server import FakeVllm
 
     log = tmp_path / "v.log"
@@ -124,7 +124,7 @@ def test_command_launcher_runs_the_user_s_commands(tmp_path: Path) -> None:
 
 def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None:
     from kbgen.bench.launch import CommandLauncher
-    from kbgen.bench.spec import CommandServer
+    from kbgen.run.spec import CommandServer
 
     launcher = CommandLauncher(
         CommandServer(
@@ -137,7 +137,7 @@ def test_command_launcher_failing_start_is_a_clear_error(tmp_path: Path) -> None
 
 def test_command_launcher_failing_start_leaks_no_secret_its_words_split(tmp_path: Path) -> None:
     from kbgen.bench.launch import CommandLauncher
-    from kbgen.bench.spec import CommandServer
+    from kbgen.run.spec import CommandServer
 
     secret = "S3cr3t-split-words"
     start = f"echo Authorization: bearer {secret}; exit 1"  # the header unquoted: four words
@@ -154,7 +154,7 @@ def test_command_launcher_reuses_a_server_started_with_the_same_command(tmp_path
     from aiohttp.test_utils import TestServer
 
     from kbgen.bench.launch import CommandLauncher
-    from kbgen.bench.spec import CommandServer
+    from kbgen.run.spec import CommandServer
     from tests.support.fake_server import FakeVllm
 
     log = tmp_path / "v.log"

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kbgen.bench.machine import LoadSampler, MachineLoad
+from kbgen.bench.machine import LoadSampler
+from kbgen.run.counters import MachineLoad
 
 BURN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
 

@@ -17,6 +17,7 @@ import pytest
 
 from kbgen.bench import metrics
 from kbgen.errors import KbgenError, MetricsError
+from kbgen.run.counters import Counters
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 ARMS = ["baseline", "ngram"]
@@ -85,7 +86,7 @@ def _finish_reasons(sse_name: str) -> list[str]:
     ]
 
 
-def _window(arm: str, model: str | None = None) -> metrics.Counters:
+def _window(arm: str, model: str | None = None) -> Counters:
     before = metrics.parse(_text(f"{arm}-metrics-before.txt"))
     after = metrics.parse(_text(f"{arm}-metrics-after.txt"))
     return metrics.window(before, after, model=model)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kbgen.bench import spec
 from kbgen.cli import cli
+from kbgen.run import spec
 
 
 def test_a_new_spec_is_valid_commented_and_runs_once_its_prompts_are_written(

@@ -11,8 +11,8 @@ from rich.console import Console
 from kbgen.bench import progress
 from kbgen.bench.launch import Launched
 from kbgen.bench.progress import RichEvents, totals_table
-from kbgen.bench.run_models import RunTotals
-from kbgen.bench.samples import Sample
+from kbgen.run.models import RunTotals
+from kbgen.run.samples import Sample
 
 
 def console() -> Console:

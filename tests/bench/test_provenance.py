@@ -16,9 +16,9 @@ import pytest
 
 from kbgen import __version__
 from kbgen.bench import driver, provenance
-from kbgen.bench.spec import ExperimentSpec, ExternalServer, ProcessServer
 from kbgen.errors import Mismatch
 from kbgen.kb.models import Draft, KbgenBuild, Software, Variant
+from kbgen.run.spec import ExperimentSpec, ExternalServer, ProcessServer
 from tests.conftest import REPO
 from tests.support.git import commit, git
 from tests.support.specs import small_spec

@@ -16,9 +16,10 @@ import yaml
 
 from kbgen.bench import driver as bench
 from kbgen.bench.launch import Launched, ProcessLauncher
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ExperimentSpec, ProcessServer
 from kbgen.kb.models import Variant
+from kbgen.run import design
+from kbgen.run.folder import RunFolder
+from kbgen.run.spec import ExperimentSpec, ProcessServer
 from tests.support import fake_server
 from tests.support.free_port import free_port
 from tests.support.specs import small_spec as spec
@@ -31,10 +32,10 @@ SUITE = {"coding": ["c0", "c1", "c2"], "math": ["m0", "m1", "m2"]}
 
 def test_one_round_is_the_order_of_before_baseline_first(tmp_path: Path) -> None:
     s = spec(tmp_path, arms=("base", "x", "y"), repeats=2)
-    assert bench.order(s) == [(0, "base"), (0, "x"), (0, "y")]
-    keys = bench.plan(s, SUITE)
+    assert design.order(s) == [(0, "base"), (0, "x"), (0, "y")]
+    keys = design.plan(s, SUITE)
     assert keys == [
-        bench.Key(arm, cls, index, repeat)
+        design.Key(arm, cls, index, repeat)
         for arm in ("base", "x", "y")
         for repeat in range(2)
         for cls in ("coding", "math")
@@ -47,7 +48,7 @@ def test_one_round_is_the_order_of_before_baseline_first(tmp_path: Path) -> None
 def test_every_round_runs_every_arm_once_and_each_reverses_the_one_before(
     tmp_path: Path, arms: tuple[str, ...], rounds: int
 ) -> None:
-    steps = bench.order(spec(tmp_path, arms=arms, rounds=rounds, order_seed=7))
+    steps = design.order(spec(tmp_path, arms=arms, rounds=rounds, order_seed=7))
     by_round = [[arm for r, arm in steps if r == round_] for round_ in range(rounds)]
     assert [r for r, _ in steps] == sorted(r for r, _ in steps)  # round after round
     assert all(sorted(arms_) == sorted(arms) for arms_ in by_round)
@@ -59,7 +60,7 @@ def test_every_round_runs_every_arm_once_and_each_reverses_the_one_before(
 def test_an_even_number_of_rounds_gives_every_arm_the_same_mean_time(
     tmp_path: Path, arms: tuple[str, ...]
 ) -> None:
-    steps = bench.order(spec(tmp_path, arms=arms, rounds=4))
+    steps = design.order(spec(tmp_path, arms=arms, rounds=4))
     position = {arm: sum(i for i, (_, a) in enumerate(steps) if a == arm) for arm in arms}
     assert len(set(position.values())) == 1  # a linear drift adds the same to every arm
 
@@ -67,11 +68,11 @@ def test_an_even_number_of_rounds_gives_every_arm_the_same_mean_time(
 def test_the_order_is_seeded_and_reproducible(tmp_path: Path) -> None:
     arms = ("a", "b", "c")
     firsts = {
-        tuple(arm for r, arm in bench.order(spec(tmp_path, arms=arms, rounds=2, order_seed=seed)))
+        tuple(arm for r, arm in design.order(spec(tmp_path, arms=arms, rounds=2, order_seed=seed)))
         for seed in range(12)
     }
     assert len(firsts) > 2  # the seed chooses the permutation
-    again = [bench.order(spec(tmp_path, arms=arms, rounds=2, order_seed=5)) for _ in range(3)]
+    again = [design.order(spec(tmp_path, arms=arms, rounds=2, order_seed=5)) for _ in range(3)]
     assert again[0] == again[1] == again[2]
 
 
@@ -79,7 +80,7 @@ def test_the_order_is_recorded_in_run_json(tmp_path: Path) -> None:
     s = spec(tmp_path, rounds=4, order_seed=3)
     folder = RunFolder.create(tmp_path / "runs", s.id, "schema_version: 1\n", bench.new_meta(s))
     meta = json.loads((folder.path / "run.json").read_text())
-    assert meta["order"] == [list(step) for step in bench.order(s)]
+    assert meta["order"] == [list(step) for step in design.order(s)]
     assert meta["order_seed"] == 3
 
 
@@ -88,27 +89,27 @@ def test_the_order_is_recorded_in_run_json(tmp_path: Path) -> None:
 
 def test_prompts_are_shuffled_within_a_round_seeded_by_the_round(tmp_path: Path) -> None:
     s = spec(tmp_path, rounds=3, repeats=2, order_seed=1)
-    rounds = [bench.round_requests(s.workload, SUITE, r) for r in range(3)]
-    unshuffled = bench.round_requests(spec(tmp_path, repeats=2).workload, SUITE, 0)
+    rounds = [design.round_requests(s.workload, SUITE, r) for r in range(3)]
+    unshuffled = design.round_requests(spec(tmp_path, repeats=2).workload, SUITE, 0)
     as_sent = [[(k.prompt_class, k.prompt_index, k.repeat) for k in keys] for keys in rounds]
     plain = [(k.prompt_class, k.prompt_index, k.repeat) for k in unshuffled]
     assert all(sorted(sent) == sorted(plain) for sent in as_sent)  # the same requests
     assert len({tuple(sent) for sent in [*as_sent, plain]}) == 4  # in orders of their own
     assert all(k.round == r for r, keys in enumerate(rounds) for k in keys)
-    assert bench.round_requests(s.workload, SUITE, 2) == rounds[2]  # reproducible
+    assert design.round_requests(s.workload, SUITE, 2) == rounds[2]  # reproducible
     other_seed = spec(tmp_path, rounds=3, repeats=2, order_seed=2).workload
-    assert bench.round_requests(other_seed, SUITE, 0) != rounds[0]
+    assert design.round_requests(other_seed, SUITE, 0) != rounds[0]
 
 
 def test_every_arm_of_a_round_sends_the_same_sequence(tmp_path: Path) -> None:
     s = spec(tmp_path, rounds=2)
-    keys = bench.plan(s, SUITE)
+    keys = design.plan(s, SUITE)
     sequences: dict[tuple[int, str], list[tuple[str, int, int]]] = {}
     for k in keys:
         sequences.setdefault((k.round, k.variant), []).append(
             (k.prompt_class, k.prompt_index, k.repeat)
         )
-    assert list(sequences) == bench.order(s)  # window after window, in the order
+    assert list(sequences) == design.order(s)  # window after window, in the order
     for round_ in (0, 1):
         assert sequences[(round_, "a")] == sequences[(round_, "b")]
 
@@ -160,7 +161,7 @@ def test_a_round_restarts_the_server_only_when_the_arguments_differ(
     launcher = Counting(ProcessLauncher(s.server))
     folder = RunFolder.create(tmp_path / "runs", s.id, "schema_version: 1\n", bench.new_meta(s))
     asyncio.run(bench.run(s, folder, launcher=launcher))
-    arms = [arm for _, arm in bench.order(s)]
+    arms = [arm for _, arm in design.order(s)]
     assert [name for name, _ in launcher.starts] == arms  # one start per window
     started = [name for name, reused in launcher.starts if not reused]
     changes = 1 + sum(a != b for a, b in itertools.pairwise(arms))
@@ -199,15 +200,15 @@ def test_an_interleaved_run_keeps_rounds_on_samples_windows_and_totals(tmp_path:
     samples = folder.samples()
     assert len(samples) == 2 * 2 * 6 * 2 and all(x.ok for x in samples)
     sent = [(x.round, x.variant) for x in samples]
-    assert list(dict.fromkeys(sent)) == bench.order(s)  # window after window, in the order
-    assert Counter(sent) == {step: 12 for step in bench.order(s)}
-    for round_, arm in bench.order(s):
+    assert list(dict.fromkeys(sent)) == design.order(s)  # window after window, in the order
+    assert Counter(sent) == {step: 12 for step in design.order(s)}
+    for round_, arm in design.order(s):
         wanted = [
-            bench.Key(arm, k.prompt_class, k.prompt_index, k.repeat, round_)
-            for k in bench.round_requests(s.workload, SUITE, round_)
+            design.Key(arm, k.prompt_class, k.prompt_index, k.repeat, round_)
+            for k in design.round_requests(s.workload, SUITE, round_)
         ]
         assert [
-            bench.Key(arm, x.prompt_class, x.prompt_index, x.repeat, round_)
+            design.Key(arm, x.prompt_class, x.prompt_index, x.repeat, round_)
             for x in samples
             if (x.round, x.variant) == (round_, arm)
         ] == wanted
@@ -215,7 +216,7 @@ def test_an_interleaved_run_keeps_rounds_on_samples_windows_and_totals(tmp_path:
     meta = folder.meta()
     for arm in ("a", "b"):
         windows = meta.variants[arm].windows
-        assert [w.round for w in windows] == [r for r, v in bench.order(s) if v == arm]
+        assert [w.round for w in windows] == [r for r, v in design.order(s) if v == arm]
         assert all(w.load is not None and w.load.cpu_count >= 1 for w in windows)
     summary = json.loads((folder.path / "summary.json").read_text())
     for arm in ("a", "b"):
@@ -270,7 +271,7 @@ def test_the_record_keeps_the_order_and_its_samples_file_the_machine_load(tmp_pa
     record, found = compose.from_run(folder, "rounds")
     assert record.workload is not None
     assert (record.workload.rounds, record.workload.order_seed) == (2, 6)
-    assert record.workload.order == bench.order(s) == folder.meta().order
+    assert record.workload.order == design.order(s) == folder.meta().order
     kept = tmp_path / "samples.jsonl.gz"
     kept.write_bytes(evidence.samples_bytes(found))
     again = evidence.read_samples(kept)

@@ -24,10 +24,10 @@ from kbgen.bench import senders
 from kbgen.bench import totals as run_totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
 from kbgen.errors import ClientFailed
 from kbgen.kb.models import Load
+from kbgen.run.folder import RunFolder
+from kbgen.run.samples import Sample
 from tests.support.fake_server import FakeVllm
 from tests.support.specs import small_spec
 

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from kbgen.bench import budget, provenance
 from kbgen.bench import driver as bench
-from kbgen.bench import spec as specs
-from kbgen.bench.runs import RunFolder
+from kbgen.bench import provenance
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Outcome
 from kbgen.record import compose, cost, recompute, stopping, write
+from kbgen.run import budget, design
+from kbgen.run import spec as specs
+from kbgen.run.folder import RunFolder
 from tests.bench.test_sweep import spec_data as sweep_data
 from tests.support.paced_server import Loads, PacedVllm, Switching
 
@@ -54,7 +55,7 @@ def run(
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     spec = specs.load(path)
     w = spec.workload
-    windows = len(bench.windows(spec))
+    windows = len(design.windows(spec))
     budget = windows * (w.warmup + w.repeats * 8) * w.max_tokens  # test_sweep's 8 prompts
 
     def rate(setting: str, _streams: int) -> float:
@@ -73,7 +74,7 @@ def run(
             )
             looker = stopping.looker(spec, folder)
 
-            def look(round_: int) -> bench.Looked:
+            def look(round_: int) -> design.Looked:
                 if looks is not None:
                     held: dict[tuple[int, str], int] = {}
                     for sample in folder.samples():
@@ -106,7 +107,7 @@ def test_a_large_effect_stops_at_its_first_look_and_skips_the_starts_left(tmp_pa
     data = spec_data(tmp_path, {"ngram": {"speculative_config": NGRAM}})
     folder, launched = run(tmp_path, data, {"baseline": 1.0, "ngram": 2.0})
     meta = folder.meta()
-    planned = bench.steps(list(meta.order))
+    planned = design.steps(list(meta.order))
     assert meta.stopped is not None and meta.stopped.reason == "decided"
     assert meta.stopped.round == 1  # the first round that may stop: the second
     assert {s.round for s in folder.samples()} == {0, 1}
@@ -188,9 +189,9 @@ def test_a_round_its_arms_own_times_say_cannot_end_within_the_budget_does_not_be
 ) -> None:
     # a real sweep on the H200 began its second round 14 minutes into a 15-minute budget and
     # measured eagle3-k1 and n-gram, never its baseline (last in that round): nothing to pair
-    asked: list[tuple[list[bench.Step], str | None]] = []
+    asked: list[tuple[list[design.Step], str | None]] = []
 
-    def an_hour(meta: Any, ahead: list[bench.Step], serving: str | None) -> float:
+    def an_hour(meta: Any, ahead: list[design.Step], serving: str | None) -> float:
         asked.append((ahead, serving))
         return 3600.0
 
@@ -200,7 +201,7 @@ def test_a_round_its_arms_own_times_say_cannot_end_within_the_budget_does_not_be
     meta = folder.meta()
     assert meta.stopped is not None and meta.stopped.reason == "minutes"
     assert meta.stopped.round == 0 and meta.stopped.windows == 2 and len(launched) == 2
-    first = [arm for _, arm, _ in bench.steps(meta.order)[:2]]
+    first = [arm for _, arm, _ in design.steps(meta.order)[:2]]
     # asked once, at round 2's first window: its two windows, the arm that ended round 1 serving
     assert asked == [([(1, first[1], 0), (1, first[0], 0)], first[1])]
 
@@ -209,7 +210,7 @@ def test_a_round_that_fits_the_budget_runs(tmp_path: Path, monkeypatch: pytest.M
     predicted: list[float] = []
     real = budget.seconds
 
-    def spy(meta: Any, ahead: list[bench.Step], serving: str | None) -> float:
+    def spy(meta: Any, ahead: list[design.Step], serving: str | None) -> float:
         predicted.append(real(meta, ahead, serving))
         return predicted[-1]
 

@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from kbgen.bench import driver as bench
-from kbgen.bench import spec as specs
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Outcome
 from kbgen.record import compose, recompute, write
+from kbgen.run import design
+from kbgen.run import spec as specs
+from kbgen.run.folder import RunFolder
+from kbgen.run.samples import Sample
 from tests.support.paced_server import Loads, PacedVllm, Switching
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}
@@ -123,13 +124,13 @@ def test_loads_run_inside_each_start_in_the_round_s_direction(tmp_path: Path) ->
         "workload.concurrency": [1, 4],
     }
     spec = load(tmp_path, spec_data(tmp_path, sweep, rounds=2, order_seed=1))
-    windows = bench.windows(spec)
+    windows = design.windows(spec)
     assert len(windows) == 3 * 2 * 2
     runs = [w[:2] for w in windows]
     assert runs[::2] == runs[1::2]  # an arm's two loads one after the other: one start
-    levels = [level for _, _, level in bench.steps(windows)]
+    levels = [level for _, _, level in design.steps(windows)]
     assert levels[:2] == [0, 1] and levels[6:8] == [1, 0]
-    planned = bench.plan(spec, {"coding": [f"p{i}" for i in range(8)]})
+    planned = design.plan(spec, {"coding": [f"p{i}" for i in range(8)]})
     assert len(planned) == 3 * 2 * 2 * 8 and len(set(planned)) == len(planned)
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from kbgen.bench import effective, logline
 from kbgen.bench.launch import ProcessLauncher
-from kbgen.bench.spec import ProcessServer
 from kbgen.kb.models import Variant
+from kbgen.run.spec import ProcessServer
 from kbgen.site.formats import parallel_layout
 from tests.support import vllm_env
 from tests.support.free_port import free_port

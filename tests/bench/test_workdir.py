@@ -12,10 +12,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kbgen.bench import spec as spec_module
-from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.errors import InvalidInput
+from kbgen.run import spec as spec_module
+from kbgen.run.folder import RunFolder
 from tests.support import fake_server
 from tests.support.free_port import free_port
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from kbgen.bench import prompts
-from kbgen.bench import spec as specs
+from kbgen.run import prompts
+from kbgen.run import spec as specs
 from tests.support import vllm_env
 from tests.support.free_port import free_port
 

@@ -13,11 +13,12 @@ import yaml
 from click.testing import CliRunner
 
 from kbgen.bench import driver as bench
-from kbgen.bench.runs import RunFolder
+from kbgen.bench import effective
 from kbgen.cli import cli
 from kbgen.errors import Mismatch
 from kbgen.kb import loading as kb
 from kbgen.record import command, compose
+from kbgen.run.folder import RunFolder
 from kbgen.site import render
 from tests.support import fake_server
 from tests.support.free_port import free_port
@@ -190,7 +191,7 @@ def test_the_record_keeps_each_arm_s_effective_settings_and_their_confound(
         "async_scheduling",
         "model_runner",
     ]
-    summary = RunFolder(run).effective("ngram")
+    summary = effective.of_folder(RunFolder(run), "ngram")
     assert summary is not None and summary == saved.effective["ngram"]
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kbgen.bench import effective, logline
-from kbgen.bench.metrics import Counters, SpecDecodeCounters
 from kbgen.kb.models import EffectiveSettings, Outcome, Variant
 from kbgen.record import confounds, verdict
+from kbgen.run.counters import Counters, SpecDecodeCounters
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "vllm-logs"
 NGRAM = Variant.model_validate(

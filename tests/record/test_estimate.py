@@ -9,12 +9,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kbgen.bench import spec as specs
 from kbgen.cli import cli
 from kbgen.kb import documents
 from kbgen.kb.models import ModelInfo, Record
 from kbgen.record import cost
 from kbgen.record.estimate import estimate
+from kbgen.run import spec as specs
 from tests.conftest import REPO
 
 EARLIER = REPO / "records" / "2026-11-29-ngram-vs-baseline.yaml"  # as kbgen bench made it

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from kbgen.bench.metrics import Counters
 from kbgen.errors import InvalidInput
 from kbgen.record import evidence as evidence_module
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
+from kbgen.run.counters import Counters
 from tests.support import special
 from tests.support.runs import make_sample
 

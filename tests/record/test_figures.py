@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from kbgen.bench import metrics
-from kbgen.bench.metrics import Counters, SpecDecodeCounters
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import MeasuredMetric, MetricStats
 from kbgen.record import figures
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
+from kbgen.run.counters import Counters, SpecDecodeCounters
+from kbgen.run.samples import Sample
 
 VLLM = Path(__file__).parents[1] / "fixtures" / "vllm"
 STREAMS = ("ngram-completion.sse", "ngram-chat.sse")

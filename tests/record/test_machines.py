@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 import random
 
-from kbgen.bench.samples import UNIT_STRIDE, Sample, block_of, paired_by
-from kbgen.bench.spec import MAX_REQUESTS
 from kbgen.kb.models import Outcome
 from kbgen.record import stats, verdict
 from kbgen.record.evidence import Evidence
+from kbgen.run.samples import UNIT_STRIDE, Sample, block_of, paired_by
+from kbgen.run.spec import MAX_REQUESTS
 from tests.record.test_verdict import CLASSES, CLEAN, FASTER
 from tests.support.runs import make_sample
 

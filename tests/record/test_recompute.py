@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.kb import store
 from kbgen.kb.models import Hypothesis, Load, Record
 from kbgen.kb.problems import dotted
 from kbgen.record import command, evidence, figures, recompute, verdict, write
+from kbgen.run.folder import RunFolder
 from tests.conftest import REPO
 from tests.support import sweeps
 from tests.support.records import load_record

@@ -13,13 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbgen.bench.machine import MachineLoad
-from kbgen.bench.metrics import Counters
 from kbgen.kb import store
 from kbgen.kb.models import Hypothesis, Outcome, Unit
 from kbgen.record import rule, rule_words
 from kbgen.record.rule import GUARDS, Finding
 from kbgen.record.stats import Effect
+from kbgen.run.counters import Counters, MachineLoad
 from tests.support.properties import SETTINGS
 from tests.support.runs import make_sample
 

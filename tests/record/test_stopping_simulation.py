@@ -24,7 +24,7 @@ import pytest
 
 from kbgen.kb.models import Hypothesis, Outcome
 from kbgen.record import class_verdict
-from kbgen.record.anytime import Design
+from kbgen.run.design import Design
 from tests.record.test_simulation import EFFECT_SPREAD, JITTER, JUMP, SPEED_SPREAD, TIMING_NOISE
 
 HYPOTHESIS = Hypothesis(

@@ -9,12 +9,11 @@ from typing import Any, get_args
 
 import pytest
 
-from kbgen.bench.machine import MachineLoad
-from kbgen.bench.metrics import Counters
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Hypothesis, MetricName, Outcome, Verdict
 from kbgen.record import rule, verdict
 from kbgen.record.evidence import Evidence
+from kbgen.run.counters import Counters, MachineLoad
+from kbgen.run.samples import Sample
 from tests.support.runs import make_sample
 
 FASTER = Hypothesis(

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbgen import __version__, redact
-from kbgen.bench.runs import RunFolder
 from kbgen.cli import cli
 from kbgen.errors import InvalidInput
 from kbgen.kb import loading as kb
@@ -29,6 +28,7 @@ from kbgen.kb.documents import load_file
 from kbgen.kb.models import ModelInfo, Record
 from kbgen.record import command, compose
 from kbgen.record.write import write
+from kbgen.run.folder import RunFolder
 from tests.conftest import PLAN
 from tests.support.golden import assert_golden, golden_path
 from tests.support.imports import BASE, NGRAM, SPEC, summary_only

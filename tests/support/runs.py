@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from kbgen.bench.run_models import FORMAT, RunMeta, RunStatus, VariantRun
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import FORMAT, RunMeta, RunStatus, VariantRun
+from kbgen.run.samples import Sample
 
 SECRET = "sk-abcdefghijklmnop"
 

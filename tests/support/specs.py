@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kbgen.bench.spec import ExperimentSpec
+from kbgen.run.spec import ExperimentSpec
 
 
 def small_spec(

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from kbgen.bench.metrics import Counters
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Hypothesis, Load, Record
 from kbgen.record import figures, verdict
 from kbgen.record.evidence import Evidence
+from kbgen.run.counters import Counters
+from kbgen.run.samples import Sample
 
 EFFECT_SPREAD, SPEED_SPREAD, TIMING_NOISE = 0.15, 0.10, 0.04
 TOKENS = 33

@@ -26,13 +26,14 @@ from pathlib import Path
 from kbgen import errors, redact
 from kbgen.bench import driver, provenance
 from kbgen.bench.launch import Launched, Launcher, Waiting, launcher_for, port_taken
-from kbgen.bench.run_models import Block, Cluster, RunMeta, VariantRun
-from kbgen.bench.runs import RunFolder, sample_line
-from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec, ProcessServer, load
 from kbgen.errors import KbgenError, UsageError
 from kbgen.kb import files, store
 from kbgen.kb.models import Variant
+from kbgen.run import design
+from kbgen.run.folder import RunFolder, sample_line
+from kbgen.run.models import Block, Cluster, RunMeta
+from kbgen.run.samples import Sample
+from kbgen.run.spec import ExperimentSpec, ProcessServer, load
 
 Message = tuple[str, str, bytes]  # (kind, name, data): what a node's block sends the driver
 Emit = Callable[[Message], None]
@@ -88,7 +89,7 @@ def create(top: RunFolder, spec: ExperimentSpec, address: str) -> RunFolder:
                 update={
                     "hardware": None,
                     "software": None,
-                    "order": driver.windows(mine),
+                    "order": design.windows(mine),
                     "order_seed": mine.workload.order_seed,
                 }
             )
@@ -100,14 +101,6 @@ def create(top: RunFolder, spec: ExperimentSpec, address: str) -> RunFolder:
     meta.cluster = Cluster(address=redact.text(address), blocks=listed)
     top.write_meta(meta)
     return top
-
-
-def folders(top: RunFolder) -> list[RunFolder]:
-    """The block folders of a run over a cluster, in order (none for a run on one machine)."""
-    cluster = top.meta().cluster
-    if cluster is None:
-        return []
-    return [RunFolder(top.path / b.path) for b in cluster.blocks]
 
 
 def apply(folder: RunFolder, variants: set[str], message: Message) -> None:
@@ -187,8 +180,8 @@ class Node:
     def run(
         self,
         suite: dict[str, list[str]],
-        look: driver.Look | None,
-        listen: driver.Listen | None = None,
+        look: design.Look | None,
+        listen: design.Listen | None = None,
     ) -> None:
         """Measure what the block still lacks, on this node; a kbgen error goes to the driver
         as a `failed` message (its class and line), not as a traceback."""
@@ -324,30 +317,3 @@ class Tethered:
 
     def alive(self) -> bool:
         return self.inner.alive()
-
-
-def pooled(top: RunMeta, metas: list[RunMeta]) -> RunMeta:
-    """A run over a cluster as one run.json, for its record: every block's windows, starts and
-    times under its variant; the first block's machine, software and order (its blocks'
-    machines are alike: `kbgen record` refuses them otherwise), whichever GPUs of theirs each
-    was given (each block's machine names its own)."""
-    variants: dict[str, VariantRun] = {}
-    for meta in metas:
-        for name, run in meta.variants.items():
-            if name not in variants:
-                variants[name] = run.model_copy(deep=True)
-                continue
-            kept = variants[name]
-            kept.windows = [*kept.windows, *run.windows]
-            kept.startup_s = [*kept.startup_s, *run.startup_s]
-            kept.up_s = [*kept.up_s, *run.up_s]
-    first = metas[0]
-    return top.model_copy(
-        update={
-            "variants": variants,
-            "hardware": first.hardware and first.hardware.model_copy(update={"devices": None}),
-            "software": first.software,
-            "order": first.order,
-            "order_seed": first.order_seed,
-        }
-    )

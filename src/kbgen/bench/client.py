@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # Pydantic needs its TypedDict before Python 3.12
 
 from kbgen import redact
-from kbgen.bench.samples import Sample
 from kbgen.errors import ServerError, ServerUnreachable
 from kbgen.kb.models import UsageMode
 from kbgen.kb.numbers import MAX_TOKENS, Count, Int
+from kbgen.run.samples import Sample
 
 Api = Literal["completions", "chat"]
 # How the server is asked for token counts: on every chunk (exact tokens per chunk), or once at

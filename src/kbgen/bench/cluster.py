@@ -17,10 +17,11 @@ from typing import Any
 
 from kbgen import redact
 from kbgen.bench import blocks, driver
-from kbgen.bench.run_models import Dropped, Placement
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ClusterSpec, ExperimentSpec
 from kbgen.errors import KbgenError, ServerFailed, UsageError
+from kbgen.run import design
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import Dropped, Placement
+from kbgen.run.spec import ClusterSpec, ExperimentSpec
 
 try:
     import ray
@@ -131,13 +132,13 @@ def _block(
     label = os.environ.get(LABEL_ENV)
     node = blocks.Node(spec_text, meta, samples, out.put, label, shared=shared)
 
-    def look(round_: int) -> driver.Looked:
+    def look(round_: int) -> design.Looked:
         out.put(("look", "", str(round_).encode()))
         return listen()
 
-    def listen() -> driver.Looked:
+    def listen() -> design.Looked:
         decided, drop = ray.get(board.read.remote())
-        return driver.Looked(decided, drop)
+        return design.Looked(decided, drop)
 
     context = ray.get_runtime_context()
     yield [("node", context.get_node_id(), (os.environ.get(LABEL_ENV) or "").encode())]
@@ -178,13 +179,13 @@ class _Driver:
         spec: ExperimentSpec,
         top: RunFolder,
         suite: dict[str, list[str]],
-        look: driver.Look | None,
+        look: design.Look | None,
         say: Say,
     ) -> None:
         assert spec.cluster is not None
         self.top, self.suite, self.say = top, suite, say
         self.cluster = spec.cluster
-        self.look = look if spec.workload.stop == "when-decided" else None
+        self.look = look if design.design_of(spec.workload) else None
         self.lock = threading.Lock()  # the top run.json
         self.looking = threading.Lock()
         self.board = _Board.remote()  # type: ignore[attr-defined]
@@ -194,7 +195,7 @@ class _Driver:
         self.decided = False
 
     def all_blocks(self) -> None:
-        folders = blocks.folders(self.top)
+        folders = self.top.blocks()
         todo = [i for i, f in enumerate(folders) if f.meta().status != "complete"]
         threads = [threading.Thread(target=self.guarded, args=(i,)) for i in todo]
         for thread in threads:
@@ -222,7 +223,7 @@ class _Driver:
                 ray.cancel(generator, force=True)
 
     def block(self, index: int) -> None:
-        folder = blocks.folders(self.top)[index]
+        folder = self.top.blocks()[index]
         spec = folder.spec()
         lost = 0
         while True:
@@ -361,7 +362,7 @@ def run(
     top: RunFolder,
     address: str,
     suite: dict[str, list[str]],
-    look: driver.Look | None = None,
+    look: design.Look | None = None,
     say: Say = lambda line: None,
 ) -> list[RunFolder]:
     """Measure every block of `top` that is not complete on the cluster at `address`; the
@@ -375,4 +376,4 @@ def run(
         ray.shutdown()
     finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     top.update_meta(status="complete", finished=finished)
-    return blocks.folders(top)
+    return top.blocks()

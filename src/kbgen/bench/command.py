@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbgen.bench import blocks, driver, progress, spec
-from kbgen.bench.run_models import RunMeta, RunTotals
-from kbgen.bench.runs import RunFolder
+from kbgen.bench import blocks, driver, progress
 from kbgen.errors import KbgenError, UsageError
+from kbgen.run import design, spec
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import RunMeta, RunTotals
 
 
 @dataclass
@@ -65,7 +66,7 @@ def prepare(
 
 
 def execute(
-    run: Prepared, ray: str | None, look: driver.Look | None, say: Callable[[str], None]
+    run: Prepared, ray: str | None, look: design.Look | None, say: Callable[[str], None]
 ) -> list[RunTotals]:
     """Measure a prepared run: on this machine, its progress shown (its totals); or, with
     `ray`, its blocks over that Ray cluster, `say` told where each runs (each block's totals).

@@ -7,21 +7,28 @@ successful sample yet. The order and a window's steps: docs/design.md, "The orde
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import functools
-import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from kbgen import __version__
-from kbgen.bench import budget, machine, prompts, provenance, senders, totals
+from kbgen.bench import effective, machine, provenance, senders, totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
-from kbgen.bench.run_models import (
+from kbgen.errors import (
+    ClientFailed,
+    InvalidInput,
+    ServerFailed,
+    ServerUnreachable,
+)
+from kbgen.kb.models import Load
+from kbgen.kb.problems import located
+from kbgen.run import budget, prompts
+from kbgen.run.design import Key, Listen, Look, Looked, Step, design_of, plan, steps, windows
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import (
     FORMAT,
     Dropped,
     RunMeta,
@@ -30,30 +37,8 @@ from kbgen.bench.run_models import (
     VariantRun,
     Window,
 )
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec, WorkloadSpec, check_requests
-from kbgen.errors import (
-    ClientFailed,
-    InvalidInput,
-    ServerFailed,
-    ServerUnreachable,
-)
-from kbgen.kb.models import Load, baseline_first
-from kbgen.kb.problems import located
-
-
-@dataclass(frozen=True, order=True)
-class Key:
-    """One measured request of the plan: which variant, class, prompt, repeat, round and load
-    level."""
-
-    variant: str
-    prompt_class: str
-    prompt_index: int
-    repeat: int
-    round: int = 0
-    level: int = 0
+from kbgen.run.samples import Sample
+from kbgen.run.spec import ExperimentSpec, WorkloadSpec, check_requests
 
 
 class Events(Protocol):
@@ -78,87 +63,6 @@ class NoEvents:
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
     def load_started(self, variant: str, load: Load, todo: int) -> None: ...
     def sample_done(self, sample: Sample) -> None: ...
-
-
-@dataclass(frozen=True)
-class Looked:
-    """What a look at the samples so far found: whether every class is decided (the run
-    stops), and the variants that leave a sweep's race, each with why."""
-
-    decided: bool = False
-    drop: dict[str, str] = field(default_factory=dict)
-
-
-# a look at round `round`'s end, when every arm racing has run each round (a look inside a
-# window sees one arm's newest requests only: any drift becomes effect)
-Look = Callable[[int], Looked]
-Listen = Callable[[], Looked]  # what was decided elsewhere (a Ray run's other blocks' looks)
-
-
-Step = budget.Step  # (round, arm, load level): one measurement window
-Stored = tuple[int, str] | tuple[int, str, int]  # a step as run.json keeps it
-
-
-def order(spec: ExperimentSpec) -> list[tuple[int, str]]:
-    """The (round, arm) runs in the order they run.
-
-    One round: baseline first. More: round 0 a permutation of the arms seeded by `order_seed`,
-    each next round the reverse of the one before: over an even number of rounds every arm's
-    mean position in time is the same (a linear drift cancels), and the arm that ends a round
-    starts the next on the server already running.
-    """
-    arms = baseline_first(spec.baseline, spec.variants)
-    rounds = spec.workload.rounds
-    if rounds == 1:
-        return [(0, arm) for arm in arms]
-    first = random.Random(f"kbgen-order:{spec.workload.order_seed}").sample(arms, len(arms))
-    return [(r, arm) for r in range(rounds) for arm in (first if r % 2 == 0 else first[::-1])]
-
-
-def windows(spec: ExperimentSpec) -> list[Stored]:
-    """The measurement windows in the order they run, as run.json keeps them: `order`'s
-    [round, arm], and a sweep's with several loads [round, arm, level]: inside an arm's start
-    its load levels run one after the other, in the round's direction (ascending, then
-    descending), so that no load needs a start of its own."""
-    levels = range(len(spec.loads))
-    if len(levels) == 1:
-        return list(order(spec))
-    return [(r, arm, x) for r, arm in order(spec) for x in (levels if r % 2 == 0 else levels[::-1])]
-
-
-def steps(stored: list[Stored]) -> list[Step]:
-    """run.json's order as (round, arm, level) steps (level 0 for a run of one load)."""
-    return [(s[0], s[1], s[2] if len(s) > 2 else 0) for s in stored]
-
-
-def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: int) -> list[Key]:
-    """A round's requests of one arm (its variant left empty), in the order they are sent.
-
-    Repeat by repeat through the classes; with `rounds` > 1 shuffled, seeded by `order_seed`
-    and the round, so every arm of a round sends the same sequence and a prompt's place in it
-    changes at random from round to round.
-    """
-    keys = [
-        Key("", cls, index, repeat, round)
-        for repeat in range(workload.repeats)
-        for cls in workload.classes
-        for index in range(len(suite[cls]))
-    ]
-    if workload.rounds > 1:
-        random.Random(f"kbgen-prompts:{workload.order_seed}:{round}").shuffle(keys)
-    return keys
-
-
-def plan(
-    spec: ExperimentSpec, suite: dict[str, list[str]], planned: list[Step] | None = None
-) -> list[Key]:
-    """Every request to measure, in the order it is sent: window by window of `planned`
-    (default: the spec's), each window's requests as `round_requests` gives them."""
-    return [
-        dataclasses.replace(key, variant=arm, level=level)
-        for round_, arm, level in (steps(windows(spec)) if planned is None else planned)
-        for key in round_requests(spec.workload, suite, round_)
-    ]
 
 
 def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
@@ -251,7 +155,7 @@ def finish(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
     """A measured run's totals and effective settings in summary.json, and the run complete."""
     run_totals = totals.totals(spec, folder)
     for name, variant_totals in run_totals.variants.items():
-        settings = folder.effective(name)
+        settings = effective.of_folder(folder, name)
         if settings is not None:  # left unset for a server with no vLLM log: nothing said
             variant_totals.effective = settings
     folder.write_totals(run_totals)
@@ -318,7 +222,7 @@ class _Run:
         self.spec, self.folder, self.events = spec, folder, events
         self.workload = spec.workload
         self.suite = suite
-        self.look = look if spec.workload.stop == "when-decided" else None
+        self.look = look if design_of(spec.workload) else None
         self.listen = listen if self.look is not None else None
         self.decided = False
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbgen.bench import logline
 from kbgen.bench.logline import Line
 from kbgen.kb.models import EffectiveSettings
+from kbgen.run.folder import RunFolder
 
 NON_DEFAULT = "non-default args: "
 _CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (?P<config>.*)$")
@@ -81,6 +83,12 @@ _CHANGES = re.compile(
     r"|fall(?:s|ing)? ?back|fallback|\binstead\b|\bignored\b|\boverrid(?:e|es|den|ing)\b",
     re.I,
 )
+
+
+def of_folder(folder: RunFolder, variant: str) -> EffectiveSettings | None:
+    """What a variant's server said it ran with, from its log in the run folder."""
+    text = folder.read_log(variant)
+    return None if text is None else of_lines(logline.lines(text))
 
 
 def of_lines(lines: Iterable[Line]) -> EffectiveSettings | None:

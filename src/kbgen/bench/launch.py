@@ -23,7 +23,11 @@ from typing import Protocol
 from kbgen import redact
 from kbgen.bench import logline, rootcause
 from kbgen.bench.client import Client
-from kbgen.bench.spec import (
+from kbgen.errors import InvalidInput, Problem, ServerFailed, UsageError
+from kbgen.kb import files
+from kbgen.kb.models import Variant
+from kbgen.kb.problems import located
+from kbgen.run.spec import (
     CommandServer,
     ExperimentSpec,
     ExternalServer,
@@ -31,10 +35,6 @@ from kbgen.bench.spec import (
     Server,
     server_args,
 )
-from kbgen.errors import InvalidInput, Problem, ServerFailed, UsageError
-from kbgen.kb import files
-from kbgen.kb.models import Variant
-from kbgen.kb.problems import located
 
 POLL_S = 0.5
 LINE_LIMIT = 2**20  # a longer line of server output is kept in pieces of this size

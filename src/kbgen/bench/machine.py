@@ -11,30 +11,8 @@ from __future__ import annotations
 import time
 
 import psutil
-from pydantic import Field
 
-from kbgen.kb.models import Model
-from kbgen.kb.numbers import Finite, Int
-
-
-class MachineLoad(Model):
-    """How busy the machine that ran the benchmark was during one window (psutil).
-
-    kbgen's own process, the server it started and their children are not "other"; everything
-    else is. A busy window measures the neighbours as much as the arms.
-    """
-
-    other_cpu_percent: Finite = Field(
-        ge=0, description="CPU used by other processes, % of all cores, averaged over the window."
-    )
-    steal_percent: Finite | None = Field(
-        default=None, ge=0, description="CPU time stolen by the hypervisor, % (None: not known)."
-    )
-    load_1m: Finite | None = Field(
-        default=None, ge=0, description="1-minute load average at the window's end."
-    )
-    cpu_count: Int = Field(ge=1, description="Logical CPUs of the machine.")
-
+from kbgen.run.counters import MachineLoad
 
 # CPU time the machine spent working. guest and guest_nice are left out: Linux already counts
 # them in user and nice. idle, iowait and steal are not work of this machine's processes.

@@ -10,13 +10,10 @@ import math
 from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import Field
 
-from kbgen.bench.machine import MachineLoad
-from kbgen.errors import MetricsError
-from kbgen.kb import numbers
-from kbgen.kb.models import Model
-from kbgen.kb.numbers import Bool, Finite, NonNegative
+from kbgen.errors import InvalidInput, MetricsError, Problem
+from kbgen.run.counters import Counters, SpecDecodeCounters
+from kbgen.run.folder import RunFolder
 
 # sample name -> frozenset of (label, value) -> value
 Snapshot = dict[str, dict[frozenset[tuple[str, str]], float]]
@@ -44,6 +41,16 @@ def parse(text: str) -> Snapshot:
     return dict(snapshot)
 
 
+def read(folder: RunFolder, relative: str) -> Snapshot:
+    """A `/metrics` snapshot named in run.json (relative to the run folder), parsed; one that
+    does not parse is a problem at its file."""
+    path, text = folder.read_metrics(relative)
+    try:
+        return parse(text)
+    except MetricsError as exc:
+        raise InvalidInput([Problem(path, None, "", str(exc))]) from exc
+
+
 def _total(snapshot: Snapshot, name: str, model: str | None, **labels: str) -> float | None:
     series = snapshot.get(name)
     if series is None:
@@ -65,92 +72,6 @@ def _label_values(snapshot: Snapshot, name: str, label: str) -> list[str]:
     return sorted(
         {value for key in snapshot.get(name, {}) for name_, value in key if name_ == label},
         key=lambda v: (len(v), v),
-    )
-
-
-# A counter's delta: a float from the scrapes, an int where an importer read one. Kept as it
-# came, so a samples file is written back byte for byte; never negative, never NaN.
-Count = numbers.Count | NonNegative
-
-
-class SpecDecodeCounters(Model):
-    """Speculative-decoding counter deltas of a window, and the figures vLLM logs from them.
-
-    The figures are None where their divisor is zero; an import that has only the counters
-    leaves them out.
-    """
-
-    drafts: Count = Field(description="Draft steps (`vllm:spec_decode_num_drafts`).")
-    draft_tokens: Count = Field(description="Tokens proposed.")
-    accepted_tokens: Count = Field(description="Tokens accepted.")
-    accepted_per_position: list[Count] = Field(
-        description="Tokens accepted at each draft position, position 0 first."
-    )
-    acceptance_rate: Finite | None = Field(
-        default=None, description="accepted_tokens / draft_tokens."
-    )
-    mean_acceptance_length: Finite | None = Field(
-        default=None, description="1 + accepted_tokens / drafts, the bonus token included."
-    )
-    per_position_acceptance: list[Finite] | None = Field(
-        default=None, description="accepted_per_position / drafts, position by position."
-    )
-
-    @classmethod
-    def of(
-        cls, drafts: Count, draft_tokens: Count, accepted: Count, per_position: list[Count]
-    ) -> SpecDecodeCounters:
-        """The counters with their figures."""
-        return cls(
-            drafts=drafts,
-            draft_tokens=draft_tokens,
-            accepted_tokens=accepted,
-            accepted_per_position=per_position,
-            acceptance_rate=accepted / draft_tokens if draft_tokens else None,
-            mean_acceptance_length=1 + accepted / drafts if drafts else None,
-            per_position_acceptance=[a / drafts for a in per_position] if drafts else None,
-        )
-
-
-class Counters(Model):
-    """The server's counter deltas over one measurement window, and the token cross-check.
-
-    Written as set: a field not given is not written (`model_dump(exclude_unset=True)`), so a
-    window read from a file is written back unchanged. `window` sets the deltas, and
-    `spec_decode` only when the server exports those counters (vLLM does only when speculation
-    is on); the run's totals add the cross-check; an import may have only `spec_decode`.
-    """
-
-    generation_tokens: Count | None = Field(
-        default=None, description="Tokens generated (None: the server does not export it)."
-    )
-    prompt_tokens: Count | None = Field(default=None, description="Prompt tokens processed.")
-    preemptions: Count | None = Field(default=None, description="Requests preempted.")
-    requests_finished: dict[str, Count | None] = Field(
-        default_factory=dict, description="Requests finished, by vLLM's finished_reason."
-    )
-    spec_decode: SpecDecodeCounters | None = Field(
-        default=None, description="Speculative-decoding counters, when the server has them."
-    )
-    client_output_tokens: numbers.Count | None = Field(
-        default=None, description="Output tokens the client counted over the same window."
-    )
-    tokens_match: Bool | None = Field(
-        default=None, description="Whether generation_tokens equals client_output_tokens."
-    )
-    load: MachineLoad | None = Field(
-        default=None, description="How busy the machine was during the window (None: unknown)."
-    )
-    round: numbers.Count | None = Field(
-        default=None, description="Round of the interleaved design (None: one round)."
-    )
-    level: numbers.Count | None = Field(
-        default=None, description="A sweep's load level (None: one load)."
-    )
-    window_s: NonNegative | None = Field(
-        default=None,
-        description="The window's length, first send to last completion, in seconds: the "
-        "denominator of its aggregate output throughput.",
     )
 
 

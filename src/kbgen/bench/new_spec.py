@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.kb import files
 from kbgen.kb.scaffold import free, slugify, validated
+from kbgen.run.spec import ExperimentSpec
 
 FOLDER = "experiments"  # beside the records folder, as docs/ is
 

@@ -16,9 +16,9 @@ from rich.table import Table
 
 from kbgen import redact
 from kbgen.bench.launch import Launched
-from kbgen.bench.run_models import RunTotals
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Load
+from kbgen.run.models import RunTotals
+from kbgen.run.samples import Sample
 
 
 class RichEvents:

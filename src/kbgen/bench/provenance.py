@@ -22,12 +22,12 @@ from typing import Any
 
 import kbgen
 from kbgen import __version__, redact
-from kbgen.bench import prompts
 from kbgen.bench.launch import resolve
-from kbgen.bench.spec import ExperimentSpec, ProcessServer, Server
 from kbgen.errors import KbgenError, Mismatch, UsageError
 from kbgen.kb import files, git
 from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
+from kbgen.run import prompts
+from kbgen.run.spec import ExperimentSpec, ProcessServer, Server
 
 GPU_QUERY = [
     "nvidia-smi",

@@ -26,9 +26,9 @@ from pydantic import ValidationError
 
 import kbgen
 from kbgen.bench.client import Api, Client, Timeouts
-from kbgen.bench.samples import Sample
 from kbgen.errors import ClientFailed
 from kbgen.kb.models import UsageMode
+from kbgen.run.samples import Sample
 
 STREAMS_PER_PROCESS = 128  # "auto": one client process for every 128 streams (or part of them)
 MAX_LINE = 64 * 2**20  # a sample of 1,048,576 chunk stamps is about 24 MB of JSON

@@ -6,17 +6,11 @@ With the server's counter deltas per window and the client/server token cross-ch
 from __future__ import annotations
 
 from kbgen.bench import metrics
-from kbgen.bench.run_models import RunMeta, RunTotals, VariantTotals
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample, paired_by
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.errors import InvalidInput, MetricsError, Problem
-
-
-def request_of(s: Sample) -> tuple[str, str, int, int, int, int]:
-    """Which request of the plan a sample measures (a run without rounds is round 0, one
-    without loads level 0; in a run over several machines, the prompt on its machine)."""
-    return (s.variant, s.prompt_class, paired_by(s), s.round or 0, s.repeat, s.level or 0)
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import RunMeta, RunTotals, VariantTotals
+from kbgen.run.samples import Sample, request_of
+from kbgen.run.spec import ExperimentSpec
 
 
 def totals(
@@ -37,7 +31,7 @@ def totals(
         for w in info.windows:
             if not w.after:
                 continue
-            before, after = folder.read_metrics(w.before), folder.read_metrics(w.after)
+            before, after = metrics.read(folder, w.before), metrics.read(folder, w.after)
             try:
                 counted = metrics.window(before, after, info.model)
             except MetricsError as exc:  # the snapshots kept are the input here: name them

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Best, Constraint, Hypothesis, Load
 from kbgen.record import stats
 from kbgen.record.rule import CONFIDENCE
 from kbgen.record.stats import RESAMPLES
+from kbgen.run.samples import Sample
 
 # arm -> class -> unit (prompt index or round) -> the unit's mean value of the primary metric
 UnitMeans = Mapping[str, Mapping[str, Mapping[int, float]]]

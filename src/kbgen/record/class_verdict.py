@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 from kbgen.kb.models import ClassVerdict, Hypothesis, Outcome, Unit
 from kbgen.record import anytime, drifts, machines, rule, stats
-from kbgen.record.anytime import Design
 from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.figures import known, rounded
 from kbgen.record.rule import CONFIDENCE, Cells
 from kbgen.record.stats import Effect
+from kbgen.run.design import Design
 
 
 def decide(

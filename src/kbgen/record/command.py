@@ -15,9 +15,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ExperimentSpec
-from kbgen.bench.spec import load as load_spec
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.kb import documents, files
 from kbgen.kb.models import VARIANT_PATTERN, Outcome, Record, Status
@@ -25,6 +22,9 @@ from kbgen.kb.problems import problems_of
 from kbgen.record import compose
 from kbgen.record import importers as imports
 from kbgen.record.write import write
+from kbgen.run.folder import RunFolder
+from kbgen.run.spec import ExperimentSpec
+from kbgen.run.spec import load as load_spec
 
 
 def record_run(
@@ -94,10 +94,11 @@ def summary(path: Path) -> list[str]:
 def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) -> list[str]:
     """`kbgen bench SPEC --estimate`: the spec's design costed from the knowledge base in
     `records` (its valid records; none when it has no folder), in lines; starts nothing."""
-    from kbgen.bench import prompts, provenance
-    from kbgen.bench.spec import check_requests
+    from kbgen.bench import provenance
     from kbgen.kb import loading
     from kbgen.record.estimate import estimate
+    from kbgen.run import prompts
+    from kbgen.run.spec import check_requests
 
     if spec_path is None or resume is not None:
         raise UsageError("--estimate takes a SPEC_FILE, not --resume")

@@ -14,12 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kbgen import __version__
-from kbgen.bench import blocks
-from kbgen.bench.driver import Stored
-from kbgen.bench.metrics import Counters, SpecDecodeCounters
-from kbgen.bench.run_models import RunMeta
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ClusterSpec, ExperimentSpec, recorded
+from kbgen.bench.effective import of_folder
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
     Config,
@@ -40,8 +35,12 @@ from kbgen.kb.models import (
 )
 from kbgen.record import confounds, cost, figures, verdict
 from kbgen.record import importers as imports
-from kbgen.record.anytime import Design
 from kbgen.record.evidence import Evidence, evidence_of_run
+from kbgen.run.counters import Counters, SpecDecodeCounters
+from kbgen.run.design import Stored, design_of
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import RunMeta, pooled
+from kbgen.run.spec import ClusterSpec, ExperimentSpec, recorded
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
 NO_GIT = "the spec was not in a git repository (or git was not installed): no spec commit recorded"
@@ -88,10 +87,10 @@ def from_run(
         )
     spec = run.spec()
     order = baseline_first(spec.baseline, spec.variants)
-    parts = blocks.folders(run)
+    parts = run.blocks()
     metas = [part.meta() for part in parts]
     if parts:
-        meta = blocks.pooled(meta, metas)
+        meta = pooled(meta, metas)
         unlike = _unlike(metas)
         if unlike and not allow_mismatch:
             raise Mismatch(
@@ -121,7 +120,7 @@ def from_run(
     effective = {
         v: e
         for v in order
-        if (e := next(filter(None, (f.effective(v) for f in parts or [run])), None)) is not None
+        if (e := next(filter(None, (of_folder(f, v) for f in parts or [run])), None)) is not None
     }
     caveats += confounds.caveats(spec.baseline, spec.variants, effective)
     startup_s = {  # to a tenth of a second: a start-up takes seconds to hours
@@ -132,7 +131,7 @@ def from_run(
     drafts = {v: d for v in order if (d := meta.variants[v].draft) is not None}
     first = meta.variants[spec.baseline]
     workload = spec.workload
-    design = Design(workload.rounds) if workload.stop == "when-decided" else None
+    design = design_of(workload)
     hardware = meta.hardware or Hardware()
     record = Record(
         schema_version=1,

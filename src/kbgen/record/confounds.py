@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kbgen.bench.effective import explains_behaviour
-from kbgen.bench.metrics import Counters
 from kbgen.kb.models import EffectiveSettings, Variant
+from kbgen.run.counters import Counters
 
 NOT_LOGGED = "not logged"
 # a logged setting, and the arguments that set it besides its own name

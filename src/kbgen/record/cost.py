@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from kbgen.bench.driver import steps
-from kbgen.bench.run_models import RunMeta
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Cost, Hardware, Saved, Stop
+from kbgen.run.design import steps
+from kbgen.run.models import RunMeta
+from kbgen.run.samples import Sample
 
 
 def starts(order: Sequence[tuple[int, str, int]]) -> int:

@@ -26,7 +26,7 @@ def balanced(
     """A unit's log ratio (variant / baseline) with each order of the arms weighted half.
 
     Round r runs the arms in the seeded order when r is even and in its reverse when r is odd
-    (`bench.driver.order`), so a linear drift of the server adds +d to the even rounds' log ratios
+    (`run.design.order`), so a linear drift of the server adds +d to the even rounds' log ratios
     and -d to the odd rounds': the mean of the two orders' means cancels it, for any number of
     rounds that has both (with 3 rounds the weights are 1/4, 1/2, 1/4). A unit with one order
     only (one round) keeps the drift: `orders` tells. Without a round in both arms: the ratio of

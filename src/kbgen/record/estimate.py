@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 
-from kbgen.bench import driver
-from kbgen.bench.spec import ExperimentSpec, ProcessServer
 from kbgen.kb.models import Hardware, Record
 from kbgen.kb.questions import hardware as hardware_words
 from kbgen.record import cost, stats
-from kbgen.record.anytime import Design
 from kbgen.record.rule import CONFIDENCE, toward
+from kbgen.run import design as plan
+from kbgen.run.design import Design
+from kbgen.run.spec import ExperimentSpec, ProcessServer
 
 
 @dataclass
@@ -36,9 +36,9 @@ class Estimate:
     distance: float | None = None  # the median of the earlier effects' distance from the minimum
     warnings: list[str] = field(default_factory=list)
 
-    def windows(self, rounds: int | None = None) -> list[driver.Step]:
+    def windows(self, rounds: int | None = None) -> list[plan.Step]:
         """The design's windows in order; the first `rounds` rounds' only, with `rounds`."""
-        planned = driver.steps(driver.windows(self.spec))
+        planned = plan.steps(plan.windows(self.spec))
         return [s for s in planned if rounds is None or s[0] < rounds]
 
     def window_s(self, level: int = 0) -> float | None:
@@ -81,15 +81,15 @@ class Estimate:
     def lines(self, accelerators: int | None) -> list[str]:
         """The estimate in words, a line each."""
         spec, steps = self.spec, self.windows()
-        stopping = spec.workload.stop == "when-decided"
+        stopping = plan.design_of(spec.workload) is not None
         out = [
             f"design: {'stops when decided, at most' if stopping else 'fixed,'} "
             f"{spec.workload.rounds} round(s): {cost.starts(steps)} server start(s), "
             f"{len(steps)} window(s), {self.prompts} prompt(s) per class"
         ]
         if spec.workload.rounds == 1 and not spec.workload.accept_time_confound:
-            two = driver.steps(
-                driver.windows(
+            two = plan.steps(
+                plan.windows(
                     spec.model_copy(
                         update={"workload": spec.workload.model_copy(update={"rounds": 2})}
                     )

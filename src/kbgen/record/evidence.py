@@ -19,18 +19,16 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from kbgen import redact
-from kbgen.bench import blocks
-from kbgen.bench.metrics import Counters
-from kbgen.bench.runs import MAX_SAMPLES_BYTES, RunFolder
-from kbgen.bench.samples import Sample, clock_of
-from kbgen.bench.spec import ExperimentSpec
-from kbgen.bench.totals import request_of
 from kbgen.bench.totals import totals as run_totals
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Load, Model, baseline_first
 from kbgen.kb.numbers import Int
 from kbgen.kb.problems import problems_of
+from kbgen.run.counters import Counters
+from kbgen.run.folder import MAX_SAMPLES_BYTES, RunFolder
+from kbgen.run.samples import Sample, clock_of, request_of
+from kbgen.run.spec import ExperimentSpec
 
 
 @dataclass
@@ -133,7 +131,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     """
     meta = run.meta()
     if meta.cluster is not None:  # the blocks pooled, each sample marked with its block
-        parts = [evidence_of_run(b, b.spec()) for b in blocks.folders(run)]
+        parts = [evidence_of_run(b, b.spec()) for b in run.blocks()]
         return dataclasses.replace(pooled(parts), groups=meta.groups)
     read = run.read_samples()  # each read once, shared with the totals
     samples = read.samples

@@ -11,8 +11,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from kbgen.bench import metrics
-from kbgen.bench.samples import Sample, clock_of
 from kbgen.kb.models import (
     LoadMeasurements,
     MeasuredMetric,
@@ -22,6 +20,8 @@ from kbgen.kb.models import (
 )
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence, at_level
+from kbgen.run import counters
+from kbgen.run.samples import Sample, clock_of
 
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
 PER_REQUEST: tuple[MeasuredMetric, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
@@ -213,7 +213,7 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
         if not parts:
             continue
         positions = max(len(p.accepted_per_position) for p in parts)
-        summed = metrics.SpecDecodeCounters.of(
+        summed = counters.SpecDecodeCounters.of(
             sum(p.drafts for p in parts),
             sum(p.draft_tokens for p in parts),
             sum(p.accepted_tokens for p in parts),
@@ -245,7 +245,7 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
     return out
 
 
-def engine_steps(generated: float, summed: metrics.SpecDecodeCounters) -> float:
+def engine_steps(generated: float, summed: counters.SpecDecodeCounters) -> float:
     """The engine steps of the requests that generated `generated` tokens.
 
     Every step yields one token plus the drafted tokens it accepted: generated - accepted. But
@@ -257,7 +257,7 @@ def engine_steps(generated: float, summed: metrics.SpecDecodeCounters) -> float:
     return max(generated - summed.accepted_tokens, float(summed.drafts))
 
 
-def _generated(windows: Iterable[metrics.Counters]) -> float | None:
+def _generated(windows: Iterable[counters.Counters]) -> float | None:
     """Tokens generated over the windows: the server's count, else the client's (an import
     has only the tool's own); None when a window has neither."""
     total = 0.0

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbgen.bench.samples import block_of
 from kbgen.kb.models import Hypothesis, Outcome
 from kbgen.record import rule, stats
 from kbgen.record.drifts import request_mean
 from kbgen.record.rule import CONFIDENCE, Cells
+from kbgen.run.samples import block_of
 
 
 @dataclass(frozen=True)

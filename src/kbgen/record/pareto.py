@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from kbgen.bench.samples import paired_by
 from kbgen.kb.models import Configuration, Load, ParetoPoint
 from kbgen.record import stats
 from kbgen.record.evidence import Evidence, at_level
 from kbgen.record.figures import end_of, rounded, timed
 from kbgen.record.rule import CONFIDENCE
 from kbgen.record.stats import RESAMPLES
+from kbgen.run.samples import paired_by
 
 QUANTILE = 0.99  # the front's latency: the p99 TPOT
 

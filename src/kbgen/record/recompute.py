@@ -19,8 +19,8 @@ from kbgen.kb import documents, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
 from kbgen.record import confounds, figures, verdict
-from kbgen.record.anytime import Design
 from kbgen.record.evidence import read_samples, read_samples_file
+from kbgen.run.design import Design, design_of
 
 # what is recomputed: every figure, and of the verdict its outcomes
 RECOMPUTED: dict[str, Any] = {
@@ -156,10 +156,7 @@ def _recomputed(path: Path) -> tuple[Record, Any, Record | list[Problem]]:
 
 def _design(record: Record) -> Design | None:
     """The stopping design a record's run ran with (None: the fixed design)."""
-    workload = record.workload
-    if workload is None or workload.stop != "when-decided":
-        return None
-    return Design(workload.rounds or 1)
+    return None if record.workload is None else design_of(record.workload)
 
 
 def _differences(

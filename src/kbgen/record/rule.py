@@ -10,11 +10,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbgen.bench.metrics import Counters
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import Hypothesis, Outcome, Unit
 from kbgen.record import stats
 from kbgen.record.stats import Effect
+from kbgen.run.counters import Counters
+from kbgen.run.samples import Sample
 
 CONFIDENCE = 0.95
 # why a sweep's cell at a `sweep_step` level is not decided

@@ -7,14 +7,13 @@ the decision is the verdict's own, on the samples so far.
 
 from __future__ import annotations
 
-from kbgen.bench.driver import Look, Looked
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import ExperimentSpec
 from kbgen.kb.models import Cell, Hypothesis, Outcome
 from kbgen.record import verdict
-from kbgen.record.anytime import Design
 from kbgen.record.evidence import Evidence, evidence_of_run
 from kbgen.record.rule import STRADDLES, toward
+from kbgen.run.design import Design, Look, Looked
+from kbgen.run.folder import RunFolder
+from kbgen.run.spec import ExperimentSpec
 
 
 def looker(spec: ExperimentSpec, folder: RunFolder) -> Look:

@@ -11,7 +11,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbgen.bench.samples import Sample, paired_by
 from kbgen.kb.models import (
     Best,
     Cell,
@@ -25,12 +24,13 @@ from kbgen.kb.models import (
     Verdict,
 )
 from kbgen.record import anytime, best, class_verdict, pareto, rule, rule_words
-from kbgen.record.anytime import Design
 from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
 from kbgen.record.rule import CONFIDENCE, ESTIMATOR
 from kbgen.record.stats import RESAMPLES
+from kbgen.run.design import Design
+from kbgen.run.samples import Sample, paired_by
 
 
 def unit_of(evidence: Evidence, hypothesis: Hypothesis) -> Unit:

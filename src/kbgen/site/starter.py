@@ -83,8 +83,8 @@ def contents(site_name: str, version: str = __version__) -> dict[str, str]:
 def schemas() -> dict[str, str]:
     """The JSON Schemas of records, plans and experiment specs, by path in the repository
     (`kbgen schema` writes the same)."""
-    from kbgen.bench.spec import ExperimentSpec
     from kbgen.kb.models import json_schemas
+    from kbgen.run.spec import ExperimentSpec
 
     every = {**json_schemas(), "experiment.schema": ExperimentSpec.model_json_schema()}
     return {

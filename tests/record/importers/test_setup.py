@@ -8,13 +8,13 @@ from typing import Any, get_args
 
 import pytest
 
-from kbgen.bench.spec import load as load_spec
 from kbgen.errors import Mismatch, UsageError
 from kbgen.kb import questions, replications, store
 from kbgen.kb.cards import Card
 from kbgen.kb.models import Hypothesis, Record, Unknowable
 from kbgen.record import compose
 from kbgen.record.importers import arms, classify, guidellm, vllm_bench
+from kbgen.run.spec import load as load_spec
 from tests.support.imports import (
     BASE,
     CHAT_BASE,

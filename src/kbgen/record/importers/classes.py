@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbgen.bench import prompts
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb.models import ID_PATTERN
 from kbgen.record.importers.imported import Imported, no_split
+from kbgen.run import prompts
 
 SLUG_RULE = "lower-case letters, digits and inner hyphens, at most 80 characters"
 

@@ -18,7 +18,6 @@ import pydantic_core
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.kb.models import fail_at
 from kbgen.kb.numbers import MAX_TOKENS, Count, Finite, Int, NonNegative
 from kbgen.record.importers.imported import (
@@ -29,6 +28,7 @@ from kbgen.record.importers.imported import (
     token_counts,
 )
 from kbgen.record.importers.reading import MAX_REQUESTS, Format, read_format
+from kbgen.run.spec import MAX_TIMEOUT_S
 
 MAPPING = (
     "GuideLLM's metrics as kbgen names them: time_to_first_token_ms is ttft_ms; "

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbgen.bench.samples import Sample
 from kbgen.kb.models import MetricName, TokenCounts
+from kbgen.run.samples import Sample
 
 ALL = "all"
 S = 1_000_000_000  # ns per second

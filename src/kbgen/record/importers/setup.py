@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from kbgen.bench.spec import ExperimentSpec, recorded
 from kbgen.errors import UsageError
 from kbgen.kb.models import (
     UNKNOWN,
@@ -28,6 +27,7 @@ from kbgen.kb.models import (
 )
 from kbgen.record.importers.classes import Suite
 from kbgen.record.importers.imported import ALL, Imported
+from kbgen.run.spec import ExperimentSpec, recorded
 
 # The workload's settings a file may state or a spec give, in the order the record lists them:
 # those the question reads (`Unknowable`), but the prompt suite, which the prompts file says

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kbgen.bench.spec import MAX_TIMEOUT_S
 from kbgen.kb.models import MetricName, TokenCounts, fail_at
 from kbgen.kb.numbers import Count, Finite, NonNegative
 from kbgen.record.importers.imported import (
@@ -24,6 +23,7 @@ from kbgen.record.importers.imported import (
     token_counts,
 )
 from kbgen.record.importers.reading import MAX_REQUESTS, Format, read_format
+from kbgen.run.spec import MAX_TIMEOUT_S
 
 # our metric <- the suffix of vllm bench's mean_/median_/p99_/std_ keys; its ITL is a chunk gap
 SUMMARIES: tuple[tuple[MetricName, str], ...] = (

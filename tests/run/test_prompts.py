@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kbgen.bench import prompts
 from kbgen.cli import cli
 from kbgen.errors import InvalidInput
+from kbgen.run import prompts
 from tests.conftest import REPO
 from tests.support import special
 from tests.support.properties import SETTINGS

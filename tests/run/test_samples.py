@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from kbgen.bench.client import SSEParser
-from kbgen.bench.samples import Sample, request_metrics
+from kbgen.run.samples import Sample, request_metrics
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 MS = 1_000_000  # ns

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from kbgen.bench import totals as run_totals
-from kbgen.bench.run_models import FORMAT, RunMeta, RunTotals
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.spec import load as load_spec
 from kbgen.cli import cli
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import FORMAT, RunMeta, RunTotals
+from kbgen.run.spec import load as load_spec
 
 RUN = Path(__file__).parents[1] / "fixtures" / "run-folders" / "fake-two-attempts"
 

@@ -16,8 +16,9 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import given
 
-from kbgen.bench import driver, spec
+from kbgen.bench import driver
 from kbgen.cli import cli
+from kbgen.run import design, spec
 from tests.conftest import REPO
 from tests.support.properties import (
     SETTINGS,
@@ -44,7 +45,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _as_far_as_the_server(path: Path) -> None:
     experiment = spec.load(path)
     suite = driver.check_inputs(experiment, path)
-    keys = driver.plan(experiment, suite)
+    keys = design.plan(experiment, suite)
     assert len(keys) <= spec.MAX_REQUESTS
     for variant in experiment.variants.values():
         if variant.speculative_config is not None:  # the JSON vLLM reads

@@ -18,14 +18,13 @@ from typing import Any, TextIO, TypeVar
 from pydantic import ValidationError
 
 from kbgen import redact
-from kbgen.bench import effective, logline, metrics
-from kbgen.bench.run_models import FORMAT, RunMeta, RunStatus, RunTotals
-from kbgen.bench.samples import Sample
-from kbgen.bench.spec import ExperimentSpec
-from kbgen.bench.spec import load as load_spec
-from kbgen.errors import InvalidInput, KbgenError, MetricsError, Problem, UsageError
+from kbgen.errors import InvalidInput, KbgenError, Problem, UsageError
 from kbgen.kb import files, store
-from kbgen.kb.models import EffectiveSettings, Model
+from kbgen.kb.models import Model
+from kbgen.run.models import FORMAT, RunMeta, RunStatus, RunTotals
+from kbgen.run.samples import Sample
+from kbgen.run.spec import ExperimentSpec
+from kbgen.run.spec import load as load_spec
 
 MAX_SAMPLES_BYTES = 1024 * files.MIB  # about half a million requests of 1,000 tokens each
 MAX_METRICS_BYTES = 64 * files.MIB  # a /metrics scrape of vLLM is a few hundred KB
@@ -83,10 +82,11 @@ class RunFolder:
             return None
         return files.read_regular(path, MAX_LOG_BYTES, self.path).decode(errors="replace")
 
-    def effective(self, variant: str) -> EffectiveSettings | None:
-        """What a variant's server said it ran with (`bench.effective`), from its log."""
-        text = self.read_log(variant)
-        return None if text is None else effective.of_lines(logline.lines(text))
+    def blocks(self) -> list[RunFolder]:
+        """The block folders of a run over a cluster, in order (none for a run on one
+        machine)."""
+        cluster = self.meta().cluster
+        return [] if cluster is None else [RunFolder(self.path / b.path) for b in cluster.blocks]
 
     # --- run.json ------------------------------------------------------------------------
 
@@ -149,17 +149,16 @@ class RunFolder:
         files.write_atomic(path, redact.text(text).encode())  # labels name the model
         return path
 
-    def read_metrics(self, relative: str) -> metrics.Snapshot:
-        """A `/metrics` snapshot named in run.json (relative to the folder), parsed."""
+    def read_metrics(self, relative: str) -> tuple[Path, str]:
+        """A `/metrics` snapshot named in run.json (relative to the folder): its path and text
+        (`bench.metrics` parses it)."""
         path = self.path / relative
         if not os.path.lexists(path):
             message = "the /metrics snapshot that run.json names is missing"
             raise InvalidInput([Problem(path, None, "", message)])
-        raw = files.read_regular(path, MAX_METRICS_BYTES, self.path)
-        try:
-            return metrics.parse(raw.decode("utf-8", errors="replace"))
-        except MetricsError as exc:
-            raise InvalidInput([Problem(path, None, "", str(exc))]) from exc
+        return path, files.read_regular(path, MAX_METRICS_BYTES, self.path).decode(
+            "utf-8", errors="replace"
+        )
 
     def write_totals(self, totals: RunTotals) -> None:
         files.write_atomic(self.path / "summary.json", _json(totals))

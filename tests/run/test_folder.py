@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from kbgen.bench import runs
-from kbgen.bench.run_models import RunMeta
-from kbgen.bench.runs import RunFolder
-from kbgen.bench.samples import Sample
+from kbgen.bench import metrics
 from kbgen.errors import InvalidInput, UsageError
+from kbgen.run import folder as runs
+from kbgen.run.folder import RunFolder
+from kbgen.run.models import RunMeta
+from kbgen.run.samples import Sample
 from tests.conftest import REPO
 from tests.support import special
 
@@ -74,7 +75,7 @@ def sample(index: int, error: str | None = None) -> Sample:
 
 @pytest.fixture
 def frozen_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench.runs sees one fixed `datetime.now()`: every folder gets the same stamp."""
+    """run.folder sees one fixed `datetime.now()`: every folder gets the same stamp."""
 
     class Frozen(dt.datetime):
         @classmethod
@@ -359,7 +360,7 @@ def test_a_metrics_snapshot_is_read_inside_the_run_folder(
     (tmp_path / "outside.prom").write_text("vllm:x 1\n")
     (folder.path / "metrics" / "garbage.prom").write_text("vllm:x{ 1\n")
     with pytest.raises(InvalidInput) as info:
-        folder.read_metrics(relative)
+        metrics.read(folder, relative)
     assert str(info.value).startswith(f"{folder.path}/{message}")
 
 

@@ -16,7 +16,6 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, JsonValue, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
-from kbgen.bench import sweep as grid
 from kbgen.errors import InvalidInput
 from kbgen.kb import documents
 from kbgen.kb.models import (
@@ -35,6 +34,7 @@ from kbgen.kb.models import (
 )
 from kbgen.kb.numbers import MAX_TOKENS, Bool, Finite, Int
 from kbgen.kb.problems import located
+from kbgen.run import sweep as grid
 
 # Limits of a spec. Concurrency: vLLM batches at most `max_num_seqs` sequences (256 by
 # default, 1024 on large GPUs); past a few thousand streams the client measures itself, not

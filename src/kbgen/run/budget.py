@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from kbgen.bench.run_models import RunMeta
-
-Step = tuple[int, str, int]  # (round, arm, load level), as the driver's
+from kbgen.run.design import Step
+from kbgen.run.models import RunMeta
 
 
 def spent(limit_minutes: float | None, began: float, more_s: float = 0.0) -> bool:

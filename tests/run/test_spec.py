@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench import spec
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Variant
+from kbgen.run import spec
 from tests.conftest import REPO
 
 DEMO = REPO / "bench" / "experiments" / "ngram-vs-baseline.yaml"

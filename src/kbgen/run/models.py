@@ -10,10 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from kbgen.bench.machine import MachineLoad
-from kbgen.bench.metrics import Counters
 from kbgen.kb.models import Draft, EffectiveSettings, Hardware, KbgenBuild, Model, Software
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
+from kbgen.run.counters import Counters, MachineLoad
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
@@ -238,3 +237,30 @@ class RunTotals(Model):
 
     spec_id: str = Field(description="The experiment spec's id.")
     variants: dict[str, VariantTotals] = Field(description="Each measured variant's totals.")
+
+
+def pooled(top: RunMeta, metas: list[RunMeta]) -> RunMeta:
+    """A run over a cluster as one run.json, for its record: every block's windows, starts and
+    times under its variant; the first block's machine, software and order (its blocks'
+    machines are alike: `kbgen record` refuses them otherwise), whichever GPUs of theirs each
+    was given (each block's machine names its own)."""
+    variants: dict[str, VariantRun] = {}
+    for meta in metas:
+        for name, run in meta.variants.items():
+            if name not in variants:
+                variants[name] = run.model_copy(deep=True)
+                continue
+            kept = variants[name]
+            kept.windows = [*kept.windows, *run.windows]
+            kept.startup_s = [*kept.startup_s, *run.startup_s]
+            kept.up_s = [*kept.up_s, *run.up_s]
+    first = metas[0]
+    return top.model_copy(
+        update={
+            "variants": variants,
+            "hardware": first.hardware and first.hardware.model_copy(update={"devices": None}),
+            "software": first.software,
+            "order": first.order,
+            "order_seed": first.order_seed,
+        }
+    )

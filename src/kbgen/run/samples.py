@@ -142,3 +142,9 @@ def clock_of(sample: Sample) -> tuple[int, int]:
     """The clock a sample's times were taken on: one process's, (block, attempt) (block -1 on
     one machine): times compare only within one clock."""
     return (-1 if sample.block is None else sample.block, sample.attempt)
+
+
+def request_of(s: Sample) -> tuple[str, str, int, int, int, int]:
+    """Which request of the plan a sample measures (a run without rounds is round 0, one
+    without loads level 0; in a run over several machines, the prompt on its machine)."""
+    return (s.variant, s.prompt_class, paired_by(s), s.round or 0, s.repeat, s.level or 0)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench import budget, driver, spec
-from kbgen.bench.run_models import RunMeta
+from kbgen.run import budget, design, spec
+from kbgen.run.models import RunMeta
 from tests.conftest import REPO
 
 RUN = Path(__file__).parents[1] / "fixtures" / "run-folders" / "h200-eagle3-sweep.run.json"
@@ -21,8 +21,8 @@ def meta() -> RunMeta:
     return RunMeta.model_validate_json(RUN.read_text())
 
 
-def round_2() -> list[budget.Step]:
-    return [step for step in driver.steps(meta().order) if step[0] == 1]
+def round_2() -> list[design.Step]:
+    return [step for step in design.steps(meta().order) if step[0] == 1]
 
 
 def test_what_passes_between_two_windows_is_measured_from_the_run() -> None:
@@ -57,7 +57,7 @@ def test_the_run_s_own_round_1_is_predicted_within_3_percent() -> None:
     run = meta()
     first = [w for arm in run.variants.values() for w in arm.windows if w.round == 0]
     took = (max(w.end_ns for w in first) - min(w.start_ns for w in first)) / 1e9
-    round_1 = [step for step in driver.steps(run.order) if step[0] == 0]
+    round_1 = [step for step in design.steps(run.order) if step[0] == 0]
     predicted = budget.seconds(run, round_1, "baseline") - SAME  # no gap before the first
     assert took == pytest.approx(706.3, abs=0.1)
     assert predicted == pytest.approx(took, rel=0.03)  # 689.2 s: the n-gram arm's mean start
@@ -67,7 +67,7 @@ def test_the_deciding_spec_s_two_rounds_are_predicted_from_the_sweep() -> None:
     # bench/gpu/eagle3-k1-h200-pinned.yaml (its comments and bench/gpu/README.md say 5.9 and
     # 3.9 minutes): its eagle3 arm is the sweep's eagle3-k1
     decider = spec.load(REPO / "bench" / "gpu" / "eagle3-k1-h200-pinned.yaml")
-    planned = driver.steps(driver.windows(decider))
+    planned = design.steps(design.windows(decider))
     named = [(r, "eagle3-k1" if arm == "eagle3" else arm, level) for r, arm, level in planned]
     round_1 = [step for step in named if step[0] == 0]
     round_2 = [step for step in named if step[0] == 1]
@@ -120,7 +120,7 @@ def test_on_a_fresh_machine_its_first_start_made_round_2_too_long_for_14_minutes
     run = RunMeta.model_validate_json((RUN.parent / "h200-eagle3-k1.run.json").read_text())
     assert run.stopped is not None and run.stopped.reason == "minutes"
     assert run.variants["eagle3"].startup_s == pytest.approx([190.12], abs=0.01)
-    round_2 = [step for step in driver.steps(run.order) if step[0] == 1]
+    round_2 = [step for step in design.steps(run.order) if step[0] == 1]
     assert [arm for _, arm, _ in round_2[::3]] == ["baseline", "ngram", "eagle3"]
     more = budget.seconds(run, round_2, "baseline")
     assert more / 60 == pytest.approx(6.30, abs=0.01)
@@ -144,7 +144,7 @@ def _round_2_predicted_and_measured(name: str) -> tuple[float, float]:
     for arm in run.variants.values():  # what round 1 had measured: a start and its windows
         arm.windows = [w for w in arm.windows if w.round == 0]
         arm.startup_s = arm.startup_s[:1]
-    steps = driver.steps(run.order)
+    steps = design.steps(run.order)
     serving = [arm for r, arm, _ in steps if r == 0][-1]
     round_2 = [step for step in steps if step[0] == 1]
     return budget.seconds(run, round_2, serving), (ends[1] - ends[0]) / 1e9
