@@ -43,7 +43,9 @@ def test_the_walk_sees_the_imports() -> None:
 
 
 def test_no_import_cycle_among_kbgen_modules() -> None:
-    graph = {name: imports_of(name) - {name.rsplit(".", 1)[0]} for name in MODULES}
+    """Package inits included: `from kbgen.x import y` in a module of `kbgen.x` runs x's init,
+    and an init that imports that module back is a cycle."""
+    graph = {name: imports_of(name) for name in MODULES}
     try:
         list(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as exc:

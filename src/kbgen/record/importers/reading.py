@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb.files import read_json, read_regular
 from kbgen.kb.problems import dotted, problems_of
-from kbgen.record.importers import positions
+from kbgen.record.importers.positions import Loc, lines_of
 
 # Limits of an import file. Unpaired requests are compared by a BCa bootstrap, whose jackknife
 # costs n² (20,000 requests: about ten seconds); the file is read whole, as the tools write it.
@@ -49,15 +49,15 @@ def read_format(path: Path, model: type[F]) -> F:
         locs = {dotted(e["loc"]): tuple(e["loc"]) for e in exc.errors(include_url=False)}
         where = {p: locs.get(p.field, ()) for p in problems_of(path, exc)}
         text = read_regular(path, MAX_BYTES).decode("utf-8", errors="replace")
-        lines = positions.lines_of(text, set(where.values()))
+        lines = lines_of(text, set(where.values()))
         raise InvalidInput([replace(p, line=lines[loc]) for p, loc in where.items()]) from exc
 
 
-def problem_at(path: Path, loc: positions.Loc, message: str) -> Problem:
+def problem_at(path: Path, loc: Loc, message: str) -> Problem:
     """A problem with the value at the key path `loc` of the JSON file at `path`, at its line
     (one the file's model cannot see: a disagreement with another file)."""
     text = read_regular(path, MAX_BYTES).decode("utf-8", errors="replace")
-    return Problem(path, positions.lines_of(text, {loc})[loc], dotted(loc), message)
+    return Problem(path, lines_of(text, {loc})[loc], dotted(loc), message)
 
 
 def _deeper_than(data: Any, limit: int) -> bool:

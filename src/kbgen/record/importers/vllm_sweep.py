@@ -20,9 +20,10 @@ from kbgen.errors import InvalidInput, Problem, UsageError
 from kbgen.kb.files import json_fault, read_regular
 from kbgen.kb.models import VARIANT_PATTERN
 from kbgen.kb.numbers import Int
-from kbgen.record.importers import vllm_bench
 from kbgen.record.importers.imported import Imported
 from kbgen.record.importers.reading import MAX_BYTES, Format, problem_at, read_format
+from kbgen.record.importers.vllm_bench import VllmBenchResult
+from kbgen.record.importers.vllm_bench import read as read_result
 
 TOOL = "vllm bench sweep serve"
 # The keys `vllm bench serve --save-result --save-detailed` writes itself (vLLM 0.26–0.32), and
@@ -30,7 +31,7 @@ TOOL = "vllm bench sweep serve"
 # parameter the sweep added. The load parameters are the tool's own keys: they overwrite them.
 RESULT_KEYS = frozenset(
     {
-        *vllm_bench.VllmBenchResult.model_fields,
+        *VllmBenchResult.model_fields,
         *("date", "endpoint_type", "label", "tokenizer_id", "request_goodput"),
         *("total_token_throughput", "start_times", "queue_times", "generated_texts"),
         *("max_output_tokens_per_s", "max_concurrent_requests", "rtfx"),
@@ -224,7 +225,7 @@ def _run(combination: Path, number: int, variant: str) -> tuple[Imported, SweepR
     if sweep.run_number != number:
         message = f"is {sweep.run_number}, but summary.json lists this file as run {number}"
         raise InvalidInput([problem_at(path, ("run_number",), message)])
-    imported = vllm_bench.read(path, variant, f"{variant} ({combination.name}, run {number})")
+    imported = read_result(path, variant, f"{variant} ({combination.name}, run {number})")
     imported.round = number
     return imported, sweep
 
