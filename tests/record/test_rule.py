@@ -219,7 +219,7 @@ def test_every_guard_is_exercised_on_both_sides() -> None:
 @pytest.mark.parametrize("direction", ["increase", "decrease"])
 def test_every_guard_is_stated_in_the_rule_a_record_carries(unit: Unit, direction: str) -> None:
     hypothesis = hypothesis_(direction)
-    text = rule.rule_text(hypothesis, unit)
+    text = rule_words.rule_text(hypothesis, unit)
     assert all(g.text(hypothesis, unit) in text for g in GUARDS)
     assert len({g.name for g in GUARDS}) == len(GUARDS)
     assert all(g.windows or g.samples or g.values or g.effect for g in GUARDS)  # each checks
@@ -392,7 +392,7 @@ def test_the_rule_states_the_minimum_as_a_change_in_the_hypothesised_direction(
     direction: str, m: float, stated: str
 ) -> None:
     for unit in UNITS:
-        assert f"lies {stated}" in rule.rule_text(hypothesis_(direction, m), unit)
+        assert f"lies {stated}" in rule_words.rule_text(hypothesis_(direction, m), unit)
     assert f"lies {stated}" in rule_words.summary_rule_text(hypothesis_(direction, m), True)
 
 
@@ -428,9 +428,9 @@ def test_interval_outcome(hypothesis: Hypothesis, eff: Effect, outcome: Outcome)
 
 
 def test_rule_text_states_the_unit_interval_and_guards() -> None:
-    text = rule.rule_text(FASTER, "prompt")
+    text = rule_words.rule_text(FASTER, "prompt")
     assert "Unit: the prompt" in text and "geometric mean of per-prompt ratios" in text
     assert "Student-t interval on the prompts' log ratios" in text and "+5%" in text
     assert "each order of the arms (AB, BA) weighted half" in text
     assert "at least 8 distinct prompts" in text and "drifting more than 2.5%" in text
-    assert "lies below -5%" in rule.rule_text(LOWER_TTFT, "prompt")
+    assert "lies below -5%" in rule_words.rule_text(LOWER_TTFT, "prompt")

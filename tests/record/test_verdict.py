@@ -10,7 +10,7 @@ from typing import Any, get_args
 import pytest
 
 from kbgen.kb.models import Hypothesis, MetricName, Outcome, Verdict
-from kbgen.record import rule, verdict
+from kbgen.record import rule, rule_words, verdict
 from kbgen.record.evidence import Evidence
 from kbgen.run.counters import Counters, MachineLoad
 from kbgen.run.samples import Sample
@@ -95,7 +95,7 @@ def test_a_clear_gain_is_supported_with_its_rule_on_the_record() -> None:
     assert coding.same_output == 1.0 and coding.decided_on == "all-prompts"
     assert decided.unit == "prompt" and "geometric mean" in (decided.estimator or "")
     assert decided.interval == ["student-t"] and not decided.reasons
-    assert decided.guards == rule.guard_texts(FASTER, "prompt")  # stated by the guards that ran
+    assert decided.guards == rule_words.guard_texts(FASTER, "prompt")  # the guards that ran
     assert all(g in decided.rule for g in decided.guards)
 
 

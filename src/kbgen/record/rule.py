@@ -65,6 +65,14 @@ def toward(hypothesis: Hypothesis, change: float) -> float:
     return change if hypothesis.direction == "increase" else -change
 
 
+def target(hypothesis: Hypothesis) -> tuple[str, str, str]:
+    """The target change in the hypothesised direction (`+5%`), and which side of it supports
+    the hypothesis and which refutes it (`above`, `below`)."""
+    m = f"{toward(hypothesis, hypothesis.minimum_effect):+.0%}"
+    beyond, short = ("above", "below") if hypothesis.direction == "increase" else ("below", "above")
+    return m, beyond, short
+
+
 def outcome_of(hypothesis: Hypothesis, low: float, high: float) -> Outcome:
     """Changes from `low` to `high` against the minimum effect in the hypothesised direction:
     all beyond it supported, all short of it refuted, else inconclusive."""
@@ -518,43 +526,3 @@ def _joined(found: Iterable[Finding]) -> Finding:
         keep=frozenset.intersection(*keeps) if keeps else None,
         lifts=all(f.lifts for f in holds),
     )
-
-
-# --- the rule in words ------------------------------------------------------------------------
-
-OVERALL = (
-    "Overall: the classes' common outcome; mixed when they reach different decisive outcomes; "
-    "inconclusive otherwise."
-)
-
-
-def guard_texts(hypothesis: Hypothesis, unit: Unit) -> list[str]:
-    """The guards `verdict.judge` applies, in words, for the record."""
-    return [g.text(hypothesis, unit) for g in GUARDS]
-
-
-def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
-    """The rule in words, for the record."""
-    m, beyond, short = target(hypothesis)
-    metric = hypothesis.primary_metric
-    units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
-    interval = (
-        f"a {CONFIDENCE:.0%} BCa bootstrap interval over requests"
-        if unit == "request"
-        else f"a {CONFIDENCE:.0%} Student-t interval on the {units}' log ratios (each of "
-        f"the {units} a cluster of requests)"
-    )
-    return (
-        f"Unit: the {unit}. Effect per class = {ESTIMATOR[unit]} of {metric} - 1, with "
-        f"{interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} "
-        "(the claimed change is ruled out). Inconclusive: it contains "
-        f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {OVERALL}"
-    )
-
-
-def target(hypothesis: Hypothesis) -> tuple[str, str, str]:
-    """The target change in the hypothesised direction (`+5%`), and which side of it supports
-    the hypothesis and which refutes it (`above`, `below`)."""
-    m = f"{toward(hypothesis, hypothesis.minimum_effect):+.0%}"
-    beyond, short = ("above", "below") if hypothesis.direction == "increase" else ("below", "above")
-    return m, beyond, short

@@ -1,7 +1,8 @@
-"""The rule's words beyond the guards': stopping, the family, a verdict from means alone.
+"""The rule in words, for the record: the guards', stopping's, the family's, the means'.
 
-How a design that stops decides, how a record's family of comparisons is controlled, and the
-rule of a verdict from reported means alone, in words for the record.
+The rule a verdict is decided by (its unit, interval and guards, from `rule`'s data), how a
+design that stops decides, how a record's family of comparisons is controlled, and the rule of
+a verdict from reported means alone.
 """
 
 from __future__ import annotations
@@ -9,8 +10,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kbgen.kb.models import Constraint, Family, Hypothesis, Unit
-from kbgen.record.rule import CONFIDENCE, OVERALL, target
+from kbgen.record.rule import CONFIDENCE, ESTIMATOR, GUARDS, target
 from kbgen.record.stats import RESAMPLES
+
+OVERALL = (
+    "Overall: the classes' common outcome; mixed when they reach different decisive outcomes; "
+    "inconclusive otherwise."
+)
+
+
+def guard_texts(hypothesis: Hypothesis, unit: Unit) -> list[str]:
+    """The guards `verdict.judge` applies, in words, for the record."""
+    return [g.text(hypothesis, unit) for g in GUARDS]
+
+
+def rule_text(hypothesis: Hypothesis, unit: Unit) -> str:
+    """The rule in words, for the record."""
+    m, beyond, short = target(hypothesis)
+    metric = hypothesis.primary_metric
+    units = {"prompt": "prompts", "round": "rounds", "request": "requests"}[unit]
+    interval = (
+        f"a {CONFIDENCE:.0%} BCa bootstrap interval over requests"
+        if unit == "request"
+        else f"a {CONFIDENCE:.0%} Student-t interval on the {units}' log ratios (each of "
+        f"the {units} a cluster of requests)"
+    )
+    return (
+        f"Unit: the {unit}. Effect per class = {ESTIMATOR[unit]} of {metric} - 1, with "
+        f"{interval}. Supported: the interval lies {beyond} {m}. Refuted: it lies {short} {m} "
+        "(the claimed change is ruled out). Inconclusive: it contains "
+        f"{m}, or a guard holds: " + "; ".join(guard_texts(hypothesis, unit)) + f". {OVERALL}"
+    )
 
 
 def stopping_text(rounds: int, unit: Unit, alphas: Sequence[float]) -> str:

@@ -69,7 +69,7 @@ def judge(
     time_confound_ok: bool = False,
     refusals: Sequence[str] = (),
 ) -> Verdict:
-    """The verdict on the evidence's final samples, every guard applied (see `rule.rule_text`).
+    """The verdict on the evidence's final samples, every guard applied (`rule_words.rule_text`).
 
     `temperature`: the workload's; at 0 the arms' outputs are compared by hash. One variant at
     one load is an A/B: each class decided at `CONFIDENCE`. More (a sweep) is a family of
@@ -107,7 +107,7 @@ def judge(
         variant=evidence.challenger,
         method="samples",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit)
+        rule=rule_words.rule_text(hypothesis, unit)
         + (" " + rule_words.family_text(family, unit, sweep=False) if family else "")
         + anytime.rule_text(design, unit, confidence),
         **known(family=family),
@@ -116,7 +116,7 @@ def judge(
         unit=unit,
         estimator=ESTIMATOR[unit],
         interval=list(dict.fromkeys(c.interval for c in per_class.values() if c.interval)),
-        guards=rule.guard_texts(hypothesis, unit),
+        guards=rule_words.guard_texts(hypothesis, unit),
         reasons=list(dict.fromkeys(reasons)),
     )
 
@@ -219,7 +219,7 @@ def sweep(
         variant=headline,
         method="samples",
         confidence=CONFIDENCE,
-        rule=rule.rule_text(hypothesis, unit)
+        rule=rule_words.rule_text(hypothesis, unit)
         + " "
         + rule_words.family_text(
             family,
@@ -238,7 +238,7 @@ def sweep(
                 c.interval for f in compared.values() for c in f.per_class.values() if c.interval
             )
         ),
-        guards=rule.guard_texts(hypothesis, unit),
+        guards=rule_words.guard_texts(hypothesis, unit),
         reasons=list(dict.fromkeys(chosen.reasons)),
         **known(load=evidence.loads[0] or None, pareto=points or None),
         family=family,
