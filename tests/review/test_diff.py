@@ -22,9 +22,9 @@ from kbgen.review.diff import (
     MetricRow,
     Side,
     TaskChange,
-    ValueChange,
     VerdictRow,
 )
+from kbgen.review.values import ValueChange
 from tests.conftest import PLAN, RECORD
 from tests.support import swept
 from tests.support.golden import assert_golden, golden_path
