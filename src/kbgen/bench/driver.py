@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 from kbgen import __version__
 from kbgen.bench import effective, machine, provenance, senders, totals
-from kbgen.bench.client import Client, Timeouts
+from kbgen.bench.client import Client, ModelCard, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.errors import (
     ClientFailed,
     InvalidInput,
+    KbgenError,
     ServerFailed,
     ServerUnreachable,
 )
@@ -314,8 +315,8 @@ class _Run:
     async def window(self, round_: int, name: str, level: int, todo: list[Key]) -> None:
         """One measurement window: `todo`, the requests of arm `name` in round `round_` at load
         level `level` (a sweep's next level reuses the server its arm runs on)."""
-        variant = self.spec.variants[name]
         waiting = functools.partial(self.events.waiting, name)
+        variant = self.spec.variants[name]
         launched = await self.launcher.start(name, variant, self.folder.log(name), waiting)
         self.serving = name
         workload = self.spec.workload_at(level)
@@ -328,47 +329,79 @@ class _Run:
                     senders.Processes(launched.url, self.timeouts, processes)
                 )
             served = await client.served_model()
-            earlier = self.folder.meta().variants.get(name)
-            startups = [*(earlier.startup_s if earlier else [])]
-            ups = [*(earlier.up_s if earlier else [])]
-            if launched.startup_s is not None:
-                startups.append(launched.startup_s)
-                self.launched_at[name] = time.monotonic() - launched.startup_s
-                ups.append(launched.startup_s)
-            info = VariantRun(
-                url=launched.url,
-                command=launched.command,
-                env=launched.env,
-                reused_server=launched.reused,
-                engine_version=await client.engine_version(),
-                model=served.id,
-                max_model_len=served.max_model_len,
-                draft=provenance.draft(variant, getattr(earlier, "draft", None), self.spec.folder),
-                windows=earlier.windows if earlier else [],
-                **({"startup_s": startups} if startups else {}),  # unset: no launch timed
-                **({"up_s": ups} if ups else {}),
-            )
-            if launched.startup_s is not None:  # kept at once: a start a kill cuts short cost too
-                meta = self.folder.meta()
-                meta.variants[name] = info
-                self.folder.write_meta(meta)
+            info = await self.started(name, launched, client, served)
             self.events.variant_started(name, len(todo), launched)
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))
             await self.warm_up(client, sender, name, served.id, workload)
-            window = len(info.windows)
-            self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
-            sampler = machine.LoadSampler()
-            start_ns = time.perf_counter_ns()
-            failure, client_died = await self.measure(
-                client, sender, name, served.id, todo, workload
+            measured, failure, client_died = await self.timed(
+                client, sender, name, served.id, todo, workload, len(info.windows)
             )
-            end_ns = time.perf_counter_ns()
-            load = sampler.stop()
-            after = None
-            with contextlib.suppress(ServerUnreachable):
-                self.folder.write_metrics(f"{name}-{window}-after", await client.metrics_text())
-                after = f"metrics/{name}-{window}-after.prom"
+        if self.workload.rounds > 1:  # unset in a run of one round, as on its samples
+            measured.round = round_
+        if len(self.spec.loads) > 1:  # unset in a run of one load, as on its samples
+            measured.level = level
+        if processes > 1:  # unset for one: kbgen's own process
+            measured.client_processes = processes
+        self.kept(name, info, measured)
+        if failure:
+            raise self.failed(name, failure, client_died)
+
+    async def started(
+        self, name: str, launched: Launched, client: Client, served: ModelCard
+    ) -> VariantRun:
+        """Arm `name`'s run.json entry with this start: its server, engine, model and draft,
+        its earlier windows, its start-up times; a timed start kept at once (a start a kill
+        cuts short cost too)."""
+        earlier = self.folder.meta().variants.get(name)
+        startups = [*(earlier.startup_s if earlier else [])]
+        ups = [*(earlier.up_s if earlier else [])]
+        if launched.startup_s is not None:
+            startups.append(launched.startup_s)
+            self.launched_at[name] = time.monotonic() - launched.startup_s
+            ups.append(launched.startup_s)
+        variant = self.spec.variants[name]
+        info = VariantRun(
+            url=launched.url,
+            command=launched.command,
+            env=launched.env,
+            reused_server=launched.reused,
+            engine_version=await client.engine_version(),
+            model=served.id,
+            max_model_len=served.max_model_len,
+            draft=provenance.draft(variant, getattr(earlier, "draft", None), self.spec.folder),
+            windows=earlier.windows if earlier else [],
+            **({"startup_s": startups} if startups else {}),  # unset: no launch timed
+            **({"up_s": ups} if ups else {}),
+        )
+        if launched.startup_s is not None:
+            meta = self.folder.meta()
+            meta.variants[name] = info
+            self.folder.write_meta(meta)
+        return info
+
+    async def timed(
+        self,
+        client: Client,
+        sender: senders.Sender,
+        name: str,
+        model: str,
+        todo: list[Key],
+        workload: WorkloadSpec,
+        window: int,
+    ) -> tuple[Window, str | None, bool]:
+        """`todo` measured between two `/metrics` scrapes, the machine's load sampled: the
+        window, and why it failed (None: it did not) and whether the client died."""
+        self.folder.write_metrics(f"{name}-{window}-before", await client.metrics_text())
+        sampler = machine.LoadSampler()
+        start_ns = time.perf_counter_ns()
+        failure, client_died = await self.measure(client, sender, name, model, todo, workload)
+        end_ns = time.perf_counter_ns()
+        load = sampler.stop()
+        after = None
+        with contextlib.suppress(ServerUnreachable):
+            self.folder.write_metrics(f"{name}-{window}-after", await client.metrics_text())
+            after = f"metrics/{name}-{window}-after.prom"
         measured = Window(
             index=window,
             start_ns=start_ns,
@@ -378,30 +411,30 @@ class _Run:
             after=after,
             load=load,
         )
-        if self.workload.rounds > 1:  # unset in a run of one round, as on its samples
-            measured.round = round_
-        if len(self.spec.loads) > 1:  # unset in a run of one load, as on its samples
-            measured.level = level
-        if processes > 1:  # unset for one: kbgen's own process
-            measured.client_processes = processes
+        return measured, failure, client_died
+
+    def kept(self, name: str, info: VariantRun, measured: Window) -> None:
+        """The window in run.json, and how long arm `name`'s server has served until now."""
         info.windows.append(measured)
-        if info.up_s and name in self.launched_at:  # its server has served until now
+        if info.up_s and name in self.launched_at:
             info.up_s[-1] = round(time.monotonic() - self.launched_at[name], 3)
         meta = self.folder.meta()
         meta.variants[name] = info
         self.folder.write_meta(meta)
-        if failure:
-            kept = len([s for s in self.folder.samples() if s.ok])
-            where = (
-                f"{kept} finished samples are kept in {self.folder.path}. "
-                f"Continue with: kbgen bench --resume {self.folder.path}"
-            )
-            if client_died:
-                raise ClientFailed(f"variant {name!r}: {failure}; {where}")
-            raise ServerFailed(
-                f"the server stopped answering during variant {name!r} ({failure}): "
-                f"{why(self.folder.log(name))}; {where}"
-            )
+
+    def failed(self, name: str, failure: str, client_died: bool) -> KbgenError:
+        """The error a failed window raises: what is kept, and how to continue."""
+        kept = len([s for s in self.folder.samples() if s.ok])
+        where = (
+            f"{kept} finished samples are kept in {self.folder.path}. "
+            f"Continue with: kbgen bench --resume {self.folder.path}"
+        )
+        if client_died:
+            return ClientFailed(f"variant {name!r}: {failure}; {where}")
+        return ServerFailed(
+            f"the server stopped answering during variant {name!r} ({failure}): "
+            f"{why(self.folder.log(name))}; {where}"
+        )
 
     def round_field(self, round_: int) -> int | None:
         """What samples and windows record as their round: None in a run of one round."""
