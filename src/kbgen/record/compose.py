@@ -40,7 +40,7 @@ from kbgen.run.counters import Counters, SpecDecodeCounters
 from kbgen.run.design import Stored, design_of
 from kbgen.run.folder import RunFolder
 from kbgen.run.models import RunMeta, pooled
-from kbgen.run.spec import ClusterSpec, ExperimentSpec, recorded
+from kbgen.run.spec import ClusterSpec, ExperimentSpec, WorkloadSpec, recorded
 
 SAMPLES_SUFFIX = ".samples.jsonl.gz"
 NO_GIT = "the spec was not in a git repository (or git was not installed): no spec commit recorded"
@@ -60,11 +60,24 @@ def comparability(meta: RunMeta, order: list[str]) -> list[str]:
     return problems
 
 
-def _rounds(rounds: int, seed: int, order: list[Stored] | None) -> dict[str, Any]:
-    """The workload's interleaved design as the record keeps it: nothing for one round."""
-    if rounds == 1:
-        return {}
-    return {"rounds": rounds, "order_seed": seed, "order": order}
+# The spec's workload fields a record keeps as they ran: those both declare, but the design's
+DESIGN = frozenset({"rounds", "order_seed", "stop", "max_minutes", "accept_time_confound"})
+AS_RUN = (set(Workload.model_fields) & set(WorkloadSpec.model_fields)) - DESIGN
+
+
+def _design(workload: WorkloadSpec, order: list[Stored] | None) -> dict[str, Any]:
+    """The workload's design as the record keeps it: its rounds and order (nothing for one
+    round), and only what differs from a fixed design's."""
+    rounds = (
+        {}
+        if workload.rounds == 1
+        else {"rounds": workload.rounds, "order_seed": workload.order_seed, "order": order}
+    )
+    return rounds | figures.known(
+        stop=workload.stop if design_of(workload) else None,
+        max_minutes=workload.max_minutes,
+        accept_time_confound=workload.accept_time_confound or None,
+    )
 
 
 def _now() -> dt.datetime:
@@ -155,21 +168,9 @@ def from_run(
         workload=Workload(
             prompt_suite=meta.prompt_suite,
             **figures.known(prompt_suite_sha256=meta.prompt_suite_sha256),
-            classes=list(workload.classes),
-            max_tokens=workload.max_tokens,
-            temperature=workload.temperature,
-            ignore_eos=workload.ignore_eos,
-            seed=workload.seed,
-            warmup=workload.warmup,
-            repeats=workload.repeats,
-            concurrency=workload.concurrency,
-            api=workload.api,
-            usage=workload.usage,
-            **_rounds(workload.rounds, workload.order_seed, meta.order),
+            **workload.model_dump(include=AS_RUN),
+            **_design(workload, meta.order),
             **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),
-            **figures.known(stop=None if design is None else "when-decided"),
-            **figures.known(max_minutes=workload.max_minutes),
-            **figures.known(accept_time_confound=workload.accept_time_confound or None),
         ),
         measurements=figures.measurements(evidence),
         **figures.known(by_load=figures.by_load(evidence) or None),

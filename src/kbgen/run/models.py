@@ -10,7 +10,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from kbgen.kb.models import Draft, EffectiveSettings, Hardware, KbgenBuild, Model, Software
+from kbgen.kb.models import (
+    Draft,
+    EffectiveSettings,
+    Hardware,
+    KbgenBuild,
+    Model,
+    Software,
+    SpecChanged,
+    SpecCommit,
+    SpecInKbgenCheckout,
+)
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 from kbgen.run.counters import Counters, MachineLoad
 
@@ -144,18 +154,9 @@ class RunMeta(Model):
     kbgen: KbgenBuild = Field(
         description="The kbgen whose code ran it, with its commit where one is known."
     )
-    git_sha: str | None = Field(
-        description="HEAD of the git repository the spec sat in (without a spec path, the "
-        "folder kbgen ran in); None outside one. The spec's, not kbgen's: that is `kbgen`."
-    )
-    git_changed: Bool | None = Field(
-        default=None, description="Whether the spec's work tree had changes HEAD does not hold."
-    )
-    spec_in_kbgen_checkout: Bool | None = Field(
-        default=None,
-        description="Whether the spec sat in the checkout kbgen's code ran from (the same "
-        "commit, named twice); None without a spec commit.",
-    )
+    git_sha: SpecCommit
+    git_changed: SpecChanged
+    spec_in_kbgen_checkout: SpecInKbgenCheckout
     hardware: Hardware | None = Field(
         description="The machine kbgen ran on, when it started the server itself."
     )

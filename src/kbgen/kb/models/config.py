@@ -324,6 +324,36 @@ class KbgenBuild(Model):
         return self
 
 
+# Where the experiment spec came from, as run.json and a record's provenance both keep it
+SpecCommit = Annotated[
+    str | None,
+    Field(
+        default=None,
+        description="Commit of the git repository the experiment spec sat in (without a spec "
+        "path, the folder kbgen ran in) — the spec's, not kbgen's (that is `kbgen.commit`); the "
+        "two are the same checkout only when `spec_in_kbgen_checkout` says so. None: the spec "
+        "was in no repository (the notes say so).",
+    ),
+]
+SpecChanged = Annotated[
+    Bool | None,
+    Field(
+        default=None,
+        description="Whether the spec's work tree had changes that commit does not hold "
+        "(absent: not recorded, or no repository).",
+    ),
+]
+SpecInKbgenCheckout = Annotated[
+    Bool | None,
+    Field(
+        default=None,
+        description="Whether the spec sat in the very checkout kbgen's code ran from (then "
+        "`git_sha` equals `kbgen.commit`); false: another repository, or another work tree. "
+        "Absent: no repository, or not recorded.",
+    ),
+]
+
+
 class Config(Model):
     """Everything that defines the setup, so that two records can be compared fairly."""
 

@@ -19,10 +19,19 @@ from kbgen.kb.models.base import (
     fail_at,
     repeats_of,
 )
-from kbgen.kb.models.config import Config, Hardware, KbgenBuild, Software, Workload
+from kbgen.kb.models.config import (
+    Config,
+    Hardware,
+    KbgenBuild,
+    Software,
+    SpecChanged,
+    SpecCommit,
+    SpecInKbgenCheckout,
+    Workload,
+)
 from kbgen.kb.models.hypothesis import Hypothesis
 from kbgen.kb.models.results import LoadMeasurements, Measurements, SpecDecodeStats, Verdict
-from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
+from kbgen.kb.numbers import Count, Finite, Int, NonNegative
 
 
 class EffectiveSettings(Model):
@@ -203,24 +212,9 @@ class Provenance(Model):
         description="The kbgen whose code ran the benchmark, and its commit (absent: not "
         "recorded; `tool` is the kbgen that wrote the record).",
     )
-    git_sha: str | None = Field(
-        default=None,
-        description="Commit of the git repository the experiment spec sat in — the spec's, not "
-        "kbgen's (that is `kbgen.commit`); the two are the same checkout only when "
-        "`spec_in_kbgen_checkout` says so. None: the spec was in no repository (the notes say "
-        "so).",
-    )
-    git_changed: Bool | None = Field(
-        default=None,
-        description="Whether the spec's work tree had changes that commit does not hold "
-        "(absent: not recorded, or no repository).",
-    )
-    spec_in_kbgen_checkout: Bool | None = Field(
-        default=None,
-        description="Whether the spec sat in the very checkout kbgen's code ran from (then "
-        "`git_sha` equals `kbgen.commit`); false: another repository, or another work tree. "
-        "Absent: no repository, or not recorded.",
-    )
+    git_sha: SpecCommit
+    git_changed: SpecChanged
+    spec_in_kbgen_checkout: SpecInKbgenCheckout
     host: str | None = Field(
         default=None, description="The label of the machine that ran the benchmark."
     )
