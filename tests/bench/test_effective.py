@@ -54,7 +54,7 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any], dict[str, str], list[str]
         },
         [],
     ),
-    (  # real: the H200 run of bench/gpu/ngram-vs-baseline-h200-c1.yaml, vLLM 0.26.0
+    (  # real: the H200 run of bench/experiments/gpu/ngram-vs-baseline-h200-c1.yaml, vLLM 0.26.0
         "h200-0.26-baseline.log",
         {"async_scheduling": "enabled", "model_runner": "V2"},
         {"max_model_len": 2048, "gpu_memory_utilization": 0.5, "enable_prefix_caching": False},
