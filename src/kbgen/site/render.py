@@ -28,7 +28,7 @@ from kbgen.kb import replications
 from kbgen.kb.cards import Card, TaskState, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record, Status
 from kbgen.kb.replications import NOTHING, Evidence, Related
-from kbgen.site import charts, index
+from kbgen.site import charts, index, verdict_box
 from kbgen.site.formats import load as load_words
 from kbgen.site.formats import number as number  # `X as X`: callers name these `render.X`
 from kbgen.site.formats import parallel_layout
@@ -261,6 +261,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         best_configuration=best_configuration,
         acceptance_by_position=acceptance_by_position,
         ruled_out=ruled_out,
+        verdict_box=verdict_box.box,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
     env.globals.update(units=METRIC_UNITS, STARTUP_WORDS=STARTUP_WORDS)
@@ -463,8 +464,8 @@ def site_pages(
     home: str | None = None,
 ) -> dict[str, str]:
     """The pages that depend on many records: plans, and the records and plans indexes (and the
-    records index's script); and the home page, given as `home` (its text on disk), where it
-    has a block for kbgen (`home_page`)."""
+    records index's script, and the record pages' stylesheet); and the home page, given as
+    `home` (its text on disk), where it has a block for kbgen (`home_page`)."""
     found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
@@ -491,6 +492,7 @@ def site_pages(
         note=note("records/"),
     )
     out[f"{RECORDS_DIR}/{index.SCRIPT}"] = index.script()
+    out[f"{RECORDS_DIR}/{verdict_box.STYLESHEET}"] = verdict_box.stylesheet()
     out[f"{PLANS_DIR}/index.md"] = render(
         env,
         "plans.md.j2",
