@@ -303,6 +303,9 @@ def test_a_record_page_s_top_box_shows_each_class_s_effect_and_caveats(
         box = page.locator("article .admonition").first
         assert box.is_visible()
         assert box.bounding_box()["y"] < page.locator("article h2").first.bounding_box()["y"]
+        if record["verdict"].get("cells"):  # a sweep's: its grid (test_verdict_box.py)
+            _the_grid_box_shows_each_class_and_caveat(box, record["verdict"], rid)
+            continue
         rows = box.locator("tbody tr")
         shown = {}
         for i in range(rows.count()):
@@ -322,6 +325,30 @@ def test_a_record_page_s_top_box_shows_each_class_s_effect_and_caveats(
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("article .admonition").first.screenshot(path=str(ARTIFACTS / "verdict-box.png"))
     page.close()
+
+
+def _the_grid_box_shows_each_class_and_caveat(box: Any, verdict: dict[str, Any], rid: str) -> None:
+    """A sweep's box as the reader sees it: the judged variant's cell of each class, its
+    outcome and effect shown, its interval on hover; every caveat once its kind is opened."""
+    judged = box.locator("td.kbgen-judged")
+    assert judged.count() == len(verdict["per_class"])
+    for i, (cls, v) in enumerate(verdict["per_class"].items()):
+        cell = judged.nth(i)
+        assert (cell.get_attribute("data-class"), cell.get_attribute("data-outcome")) == (
+            cls,
+            v["outcome"],
+        )
+        assert cell.inner_text().strip() == f"{v['effect']:+.0%}", (rid, cls)
+        low, high = v.get("ci_low"), v.get("ci_high")
+        interval = "" if low is None or high is None else f" [{low:+.1%} … {high:+.1%}]"
+        assert str(cell.get_attribute("title")).endswith(f"{v['effect']:+.1%}{interval}")
+    summaries = box.locator("details summary")
+    for i in range(summaries.count()):
+        summaries.nth(i).click()
+    text = box.inner_text()
+    for caveat in verdict.get("caveats", []):
+        cls, _, rest = caveat.partition(": ")
+        assert (rest if cls in verdict["per_class"] else caveat) in text, (rid, caveat)
 
 
 def test_a_chart_is_visible(browser: object, served: str) -> None:

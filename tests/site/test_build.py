@@ -74,8 +74,8 @@ def test_many_records_render_in_parallel_like_one_by_one(
     with monkeypatch.context() as patch:
         patch.setattr(pool, "PARALLEL_FROM", 10_000)
         build.render_site(kb_dir, serial, cache=None)
-    # 300 record pages, 2 plans pages, the records index and its script
-    assert read_pages(docs) == read_pages(serial) and len(read_pages(docs)) == 305
+    # 300 record pages, 2 plans pages, the records index and its script, the pages' stylesheet
+    assert read_pages(docs) == read_pages(serial) and len(read_pages(docs)) == 306
     assert build.render_site(kb_dir, docs, cache=None) == []  # nothing rewritten
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -456,6 +457,9 @@ def test_the_verdict_box_of_every_example_record_shows_its_verdict_s_numbers(
             assert boxes == (['!!! note "Superseded"'] if superseded else []), boxes
             continue
         verdict = data["verdict"]
+        if verdict.get("cells"):  # a sweep's box is its grid: the judged cells are per_class
+            _the_grid_box_shows_the_verdict_s_numbers(pages[f"records/{data['id']}.md"], verdict)
+            continue
         box = verdict_box(pages[f"records/{data['id']}.md"])
         rows = {
             cells[0]: cells[1:]
@@ -473,6 +477,29 @@ def test_the_verdict_box_of_every_example_record_shows_its_verdict_s_numbers(
         for caveat in verdict.get("caveats", []):
             cls, _, rest = caveat.partition(": ")
             assert (rest if cls in verdict["per_class"] else caveat) in box, (path.name, caveat)
+
+
+def _the_grid_box_shows_the_verdict_s_numbers(page: str, verdict: dict[str, Any]) -> None:
+    """A sweep's box: the judged variant's cell of each class, with its outcome, effect and
+    interval (on hover: the cell's title) as `per_class` holds them; every caveat listed."""
+    import html
+
+    box = html.unescape(page[page.index('<div class="admonition') : page.index("</div>\n\n")])
+    judged = re.findall(
+        r'<td class="kbgen-\S+ kbgen-judged" [^>]*data-class="([^"]+)" '
+        r'data-outcome="([^"]+)" title="([^"]+)"',
+        box,
+    )
+    assert [cls for cls, _, _ in judged] == list(verdict["per_class"])
+    for cls, outcome, title in judged:
+        v = verdict["per_class"][cls]
+        low, high = v.get("ci_low"), v.get("ci_high")
+        interval = "" if low is None or high is None else f" [{low:+.1%} … {high:+.1%}]"
+        assert outcome == v["outcome"]
+        assert title.endswith(f", {cls}: {outcome}, {v['effect']:+.1%}{interval}"), title
+    for caveat in verdict.get("caveats", []):
+        cls, _, rest = caveat.partition(": ")
+        assert (rest if cls in verdict["per_class"] else caveat) in box, caveat
 
 
 @pytest.mark.parametrize(

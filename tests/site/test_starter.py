@@ -103,7 +103,15 @@ def test_the_kit_s_site_is_the_example_s_where_kbgen_s_pages_depend_on_it() -> N
         _mkdocs((REPO / "mkdocs.yml").read_text()),
         _mkdocs(starter.kit("mkdocs.yml")),
     )
-    for key in ("markdown_extensions", "plugins", "theme", "extra_javascript", "hooks", "watch"):
+    for key in (
+        "markdown_extensions",
+        "plugins",
+        "theme",
+        "extra_javascript",
+        "extra_css",
+        "hooks",
+        "watch",
+    ):
         assert kit[key] == example[key], key
     for shared in ("docs/tags.md", "docs/hooks/kbgen_render.py"):
         assert starter.kit(shared) == (REPO / shared).read_text(), shared

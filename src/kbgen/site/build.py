@@ -283,8 +283,9 @@ def _leftovers(docs: Path, produced: set[str]) -> list[str]:
 def foreign_pages(docs: Path) -> list[str]:
     """The files under `docs` where kbgen writes its pages that kbgen did not write (a user's
     own `docs/records/index.md`), relative to docs: a render would replace them."""
-    from kbgen.site import index
+    from kbgen.site import index, verdict_box
 
+    assets = {index.SCRIPT: index.script, verdict_box.STYLESHEET: verdict_box.stylesheet}
     found = []
     for folder in GENERATED:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -292,9 +293,9 @@ def foreign_pages(docs: Path) -> list[str]:
                 path = docs / folder / name
                 if path.is_dir() and not path.is_symlink():
                     continue
-                script = name == index.SCRIPT and path.is_file() and not path.is_symlink()
+                asset = name in assets and path.is_file() and not path.is_symlink()
                 if not _is_generated(path) and not (
-                    script and path.read_bytes() == index.script().encode()
+                    asset and path.read_bytes() == assets[name]().encode()
                 ):
                     found.append(f"{folder}/{name}")
     return found
@@ -347,7 +348,9 @@ def _code_key(templates: Path | None) -> str:
     """Changes whenever kbgen, its templates or any file of the user's templates folder does."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(str(resources.files("kbgen")))
-    sources = [path for kind in ("j2", "js", "py") for path in sorted(package.rglob(f"*.{kind}"))]
+    sources = [
+        path for kind in ("j2", "js", "css", "py") for path in sorted(package.rglob(f"*.{kind}"))
+    ]
     if templates is not None:  # every file: a template may include or import any of them
         sources += sorted(p for p in templates.rglob("*") if p.is_file())
     for path in sources:

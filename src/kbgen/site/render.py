@@ -25,16 +25,21 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbgen.errors import KbgenError, TemplateError
 from kbgen.kb import replications
-from kbgen.kb.cards import Card, TaskState, cell_words, task_states
-from kbgen.kb.cards import load_words as card_load_words
+from kbgen.kb.cards import Card, TaskState, task_states
 from kbgen.kb.models import METRIC_UNITS, Plan, Range, Record, Status
 from kbgen.kb.replications import NOTHING, Evidence, Related
-from kbgen.site import charts, index
+from kbgen.site import charts, index, verdict_box
 from kbgen.site.formats import load as load_words
 from kbgen.site.formats import number as number  # `X as X`: callers name these `render.X`
 from kbgen.site.formats import parallel_layout
 from kbgen.site.formats import percent as percent
 from kbgen.site.formats import percent_plain as percent_plain
+from kbgen.site.glance import acceptance as acceptance
+from kbgen.site.glance import acceptance_by_position as acceptance_by_position
+from kbgen.site.glance import best_configuration as best_configuration
+from kbgen.site.glance import headline as headline
+from kbgen.site.glance import interval as interval
+from kbgen.site.glance import ruled_out as ruled_out
 from kbgen.site.markup import Markdown as Markdown
 from kbgen.site.markup import to_page as to_page
 
@@ -57,68 +62,6 @@ def markdown(value: str | None, indent: int = 0, base: str = "") -> Markdown:
         raise SecurityError(f"an indent of {indent} is too large (at most {MAX_INDENT})")
     page = to_page(value, "markdown", base)
     return Markdown(re.sub(r"\n(?=[^\n])", "\n" + " " * indent, page)) if indent else page
-
-
-def interval(value: float | None, bounds: tuple[float, float] | None = None) -> Markdown:
-    """A change with its 95% interval, `-26.0% [-30.0% … -20.0%]`; the change alone without."""
-    if bounds is None:
-        return Markdown(percent(value))
-    # numbers and brackets only, and no page has a link definition for `[low … high]` to use
-    return Markdown(f"{percent(value)} [{percent(bounds[0])} … {percent(bounds[1])}]")
-
-
-def acceptance(bounds: tuple[float, float] | None) -> str:
-    """A draft acceptance rate, `36%`, or the range it was reported as, `17–31%`; under half a
-    percent to a tenth (`0.1%`: not `0%`, which it is not)."""
-    if bounds is None:
-        return "–"
-    low, high = (f"{value:.1%}" if 0 < value < 0.005 else f"{value:.0%}" for value in bounds)
-    return low if low == high else f"{low.removesuffix('%')}–{high}"
-
-
-def headline(card: Card) -> Markdown:
-    """A record's figures at a glance: its primary metric's change per class with its interval,
-    and the judged variant's acceptance (`` `decode_tok_s`: coding -26.0% [-30.0% … -20.0%] ·
-    acceptance 17–31%``); empty without them."""
-    parts = [f"{to_page(r.cls)} {interval(r.effect, r.interval)}" for r in card.results]
-    if parts and card.metric:
-        parts[0] = f"{to_page(card.metric, 'code')}: {parts[0]}"
-    if card.acceptance is not None:
-        parts.append(f"acceptance {acceptance(card.acceptance)}")
-    return Markdown(" · ".join(parts))
-
-
-def best_configuration(card: Card) -> str:
-    """A sweep's best configuration at each load, with its probability of being the best and
-    the configurations it cannot be told apart from: `at concurrency 1, k3 (probability 0.97);
-    at concurrency 8, baseline (probability 0.61; k5 as good)`; empty for an A/B record."""
-    said = []
-    for best in card.best:
-        at = f"at {card_load_words(best.load)}, " if best.load else ""
-        ties = f"; {', '.join(best.ties)} as good" if best.ties else ""
-        said.append(f"{at}{best.variant} (probability {best.probability:.2f}{ties})")
-    return "; ".join(said)
-
-
-def acceptance_by_position(card: Card) -> str:
-    """Each drafting arm's acceptance at each draft position, for a record of more than one
-    such arm: `ngram 60% · 42%; eagle3-k1 36%`; empty otherwise (the headline has one arm's)."""
-    if len(card.positions) < 2:
-        return ""
-    return "; ".join(
-        f"{arm} {' · '.join(acceptance(rate) for rate in rates)}" for arm, rates in card.positions
-    )
-
-
-def ruled_out(card: Card) -> str:
-    """A sweep's refuted cells, each with its classes: `k5 at concurrency 1 (coding); k3 at
-    concurrency 8 (coding, math)`; empty when it refuted none (and for an A/B record)."""
-    said = []
-    for cell in card.cells:
-        refuted = [r.cls for r in cell.results if r.outcome == "refuted"]
-        if refuted:
-            said.append(f"{cell_words(cell.variant, cell.load)} ({', '.join(refuted)})")
-    return "; ".join(said)
 
 
 def by_question(
@@ -318,6 +261,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         best_configuration=best_configuration,
         acceptance_by_position=acceptance_by_position,
         ruled_out=ruled_out,
+        verdict_box=verdict_box.box,
     )
     env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
     env.globals.update(units=METRIC_UNITS, STARTUP_WORDS=STARTUP_WORDS)
@@ -520,8 +464,8 @@ def site_pages(
     home: str | None = None,
 ) -> dict[str, str]:
     """The pages that depend on many records: plans, and the records and plans indexes (and the
-    records index's script); and the home page, given as `home` (its text on disk), where it
-    has a block for kbgen (`home_page`)."""
+    records index's script, and the record pages' stylesheet); and the home page, given as
+    `home` (its text on disk), where it has a block for kbgen (`home_page`)."""
     found = replications.evidence(cards) if found is None else found
     ordered = [plans[plan_id] for plan_id in sorted(plans)]
     states = {plan.id: task_states(cards, plan) for plan in ordered}
@@ -548,6 +492,7 @@ def site_pages(
         note=note("records/"),
     )
     out[f"{RECORDS_DIR}/{index.SCRIPT}"] = index.script()
+    out[f"{RECORDS_DIR}/{verdict_box.STYLESHEET}"] = verdict_box.stylesheet()
     out[f"{PLANS_DIR}/index.md"] = render(
         env,
         "plans.md.j2",
