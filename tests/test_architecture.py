@@ -14,7 +14,7 @@ MODULES = {
     ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): path
     for path in sorted((SRC / "kbgen").rglob("*.py"))
 }
-MAX_LINES = 600
+MAX_LINES = 550
 MAX_LOADING_LINES = 250  # kb/loading.py is loading only
 
 
@@ -53,7 +53,7 @@ def test_no_import_cycle_among_kbgen_modules() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_module_is_over_600_lines(name: str) -> None:
+def test_no_module_is_over_550_lines(name: str) -> None:
     lines = MODULES[name].read_text().count("\n")
     assert lines <= MAX_LINES, f"{MODULES[name]}: {lines} lines; split it by what it does"
 
