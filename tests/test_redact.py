@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kbgen import redact
 from kbgen.redact import MASK
+from tests.support.properties import examples
 from tests.support.secrets import FORMS, KEPT_ARGS, KEPT_ENV, PEM, Form, every_secret, s
 
 SK = "sk-proj-abcDEF0123456789"
@@ -54,7 +55,7 @@ def test_a_secret_opt_equals_value_keeps_the_next_argument() -> None:
 
 
 @given(st.lists(st.sampled_from([f for f in FORMS if isinstance(f.given, list)]), max_size=8))
-@settings(derandomize=True, max_examples=200, deadline=None)
+@settings(derandomize=True, max_examples=examples(200), deadline=None)
 def test_forms_side_by_side_are_masked_as_each_alone(forms: list[Form]) -> None:
     """No mask leaks from one argument into the next, whatever stands beside it."""
     kept = [a for argv in KEPT_ARGS for a in argv]
@@ -192,14 +193,14 @@ FRAGMENTS = [
 
 
 @given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=30).map("".join))
-@settings(derandomize=True, max_examples=300, deadline=None)
+@settings(derandomize=True, max_examples=examples(300), deadline=None)
 def test_text_never_fails_and_masks_once(value: str) -> None:
     once = redact.text(value)
     assert redact.text(once) == once
 
 
 @given(st.lists(st.text(max_size=40), max_size=8))
-@settings(derandomize=True, max_examples=300, deadline=None)
+@settings(derandomize=True, max_examples=examples(300), deadline=None)
 def test_args_never_fail_nor_change_the_count(argv: list[str]) -> None:
     assert len(redact.args(argv)) == len(argv)
 

@@ -138,6 +138,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     return out
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_no_secret_in_any_file_written(pipeline: Outputs) -> None:
     files = _every_file(pipeline.root)
     written = [p.relative_to(pipeline.root).parts[0] for p in files]

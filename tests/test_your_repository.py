@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.support import unrendered
 
@@ -35,6 +37,7 @@ def _step(repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_a_knowledge_base_in_a_user_s_own_repository(tmp_path: Path) -> None:
     repo = tmp_path / "our-models"
     repo.mkdir()

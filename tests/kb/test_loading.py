@@ -17,7 +17,7 @@ from kbgen.kb import loading as kb
 from kbgen.kb.models import Plan, Record
 from tests.conftest import PLAN, RECORD, REPO
 from tests.support import special
-from tests.support.properties import SETTINGS
+from tests.support.properties import SETTINGS, examples
 
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
@@ -497,7 +497,7 @@ PLAN_FILES = st.one_of(
 )
 
 
-@settings(SETTINGS, max_examples=300)
+@settings(SETTINGS, max_examples=examples(300))
 @given(content=PLAN_FILES)
 @example(content=PLAN.encode())  # the valid plan: success
 @example(content=b"id: x\ntasks: " + b"[" * 10_000)

@@ -25,6 +25,7 @@ from tests.support.properties import (
     assert_cli_outcome,
     deadline,
     deep_text,
+    examples,
     mutated,
     paths_of,
 )
@@ -89,7 +90,7 @@ def test_the_unmutated_record_validates_and_renders(kb: Path) -> None:
     assert result.exit_code == 1 and "mean: Input should be a finite number" in result.stderr
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=examples(200))
 @given(record=mutated(TREE, PATHS))
 def test_a_mutated_record_is_valid_or_located(kb: Path, record: Mutated) -> None:
     _validate_and_render(
@@ -97,7 +98,7 @@ def test_a_mutated_record_is_valid_or_located(kb: Path, record: Mutated) -> None
     )
 
 
-@settings(SETTINGS, max_examples=150)
+@settings(SETTINGS, max_examples=examples(150))
 @given(
     spans=st.lists(st.sampled_from(NUMBERS), min_size=1, max_size=3, unique=True),
     literals=st.lists(st.sampled_from(LITERALS), min_size=3, max_size=3),

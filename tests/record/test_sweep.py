@@ -116,6 +116,7 @@ def test_a_sweep_s_verdict_validates_in_a_record_and_names_cells_by_class() -> N
 SWEEPS = 400
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_at_the_minimum_effect_a_sweep_rarely_decides_any_cell() -> None:
     """The family-wise rate: every setting's true effect exactly at the minimum effect, where
     any decisive cell is wrong; at most 5% of 400 sweeps (3 settings x 2 loads, 8 prompts)

@@ -32,6 +32,7 @@ from kbgen.run.folder import RunFolder
 from tests.conftest import PLAN
 from tests.support.golden import assert_golden, golden_path
 from tests.support.imports import BASE, NGRAM, SPEC, summary_only
+from tests.support.properties import examples
 from tests.support.records import load_record
 from tests.support.runs import make_run
 
@@ -152,6 +153,7 @@ cli(sys.argv[2:], prog_name="kbgen")
 """
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_two_writers_into_one_record_leave_one_writer_s_record_and_samples(
     tmp_path: Path, records: Path
 ) -> None:
@@ -444,7 +446,7 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> Record:
     return compose.from_run(run, "2026-11-29-my-plan")[0]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(title=TEXT, model=TEXT, planned=st.booleans())
 def test_whatever_the_text_the_record_written_is_one_validate_accepts(
     composed: Record, title: str, model: str, planned: bool

@@ -64,8 +64,8 @@ def test_the_run_s_own_round_1_is_predicted_within_3_percent() -> None:
 
 
 def test_the_deciding_spec_s_two_rounds_are_predicted_from_the_sweep() -> None:
-    # bench/experiments/gpu/eagle3-k1-h200-pinned.yaml (its comments and bench/gpu/README.md say 5.9 and
-    # 3.9 minutes): its eagle3 arm is the sweep's eagle3-k1
+    # bench/experiments/gpu/eagle3-k1-h200-pinned.yaml (its comments and bench/gpu/README.md say
+    # 5.9 and 3.9 minutes): its eagle3 arm is the sweep's eagle3-k1
     decider = spec.load(REPO / "bench" / "experiments" / "gpu" / "eagle3-k1-h200-pinned.yaml")
     planned = design.steps(design.windows(decider))
     named = [(r, "eagle3-k1" if arm == "eagle3" else arm, level) for r, arm, level in planned]

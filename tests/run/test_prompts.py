@@ -16,7 +16,7 @@ from kbgen.errors import InvalidInput
 from kbgen.run import prompts
 from tests.conftest import REPO
 from tests.support import special
-from tests.support.properties import SETTINGS
+from tests.support.properties import SETTINGS, examples
 from tests.support.specs import small_spec
 
 SEED = REPO / "bench" / "prompts" / "seed.jsonl"
@@ -238,7 +238,7 @@ SUITES = st.one_of(
 )
 
 
-@settings(SETTINGS, max_examples=300)
+@settings(SETTINGS, max_examples=examples(300))
 @given(content=SUITES, per_class=st.none() | st.integers(min_value=1, max_value=3))
 @example(content=b'{"class": "coding", "prompt": ' + b"1" * 5_000 + b"}", per_class=None)
 @example(content=b'{"class": "coding", "prompt": "x"}\n' + b"[" * 100_000, per_class=None)

@@ -60,6 +60,7 @@ def test_the_no_op_imports_no_yaml_pydantic_or_jinja(kb_dir: Path, tmp_path: Pat
     assert loaded.isdisjoint({"yaml", "ruamel", "pydantic", "jinja2", "markdown", "nh3"}), loaded
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_many_records_render_in_parallel_like_one_by_one(
     kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -322,6 +323,7 @@ def _once_workers_run(render: subprocess.Popen[bytes], within: float = 10.0) -> 
     return descendants
 
 
+@pytest.mark.slow  # over 10 s: not in the fast lane
 def test_render_killed_at_any_moment_leaves_no_process_and_no_torn_page(
     kb_dir: Path, tmp_path: Path
 ) -> None:

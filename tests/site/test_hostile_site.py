@@ -52,6 +52,9 @@ AUDIT = """() => {
 }"""
 
 
+pytestmark = pytest.mark.slow  # two whole sites built: not in the fast lane
+
+
 def _build(root: Path) -> Path:
     built = mkdocs("build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(root / "site"))
     assert built.returncode == 0, built.stderr

@@ -17,6 +17,7 @@ from kbgen.site import markup, render
 from kbgen.site.render import to_page
 from tests.site.test_markup import PLACES, _shown, visible
 from tests.support.hostile import hostile_plan, hostile_record, problems, scheme, to_html
+from tests.support.properties import examples
 
 # pieces an attacker would combine: Markdown and HTML syntax, schemes and their disguises
 PIECES = [
@@ -28,7 +29,7 @@ PIECES = [
     "```", "~~~", "1. ", "- ", "> ", "<!--", "-->", "https://ok.example", "x.md",
 ]  # fmt: skip
 TEXTS = st.one_of(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.text(max_size=60))
-SETTINGS = settings(derandomize=True, max_examples=250, deadline=None)
+SETTINGS = settings(derandomize=True, max_examples=examples(250), deadline=None)
 
 
 @SETTINGS
@@ -70,7 +71,7 @@ def test_a_url_kept_is_one_a_browser_reads_as_safe(url: str) -> None:
     assert len(hrefs) == 1 and scheme(html.unescape(hrefs[0])) in (None, "http", "https", "mailto")
 
 
-@settings(derandomize=True, max_examples=120, deadline=None)
+@settings(derandomize=True, max_examples=examples(120), deadline=None)
 @given(TEXTS)
 def test_pages_of_a_record_and_a_plan_made_of_it_leave_nothing_live(text: str) -> None:
     record = Record.model_validate(hostile_record("r", text, ["p#t0"]))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kbgen.cli import cli
 from tests.conftest import PLAN, RECORD
-from tests.support.properties import SETTINGS, assert_cli_outcome, deadline, paths_of
+from tests.support.properties import SETTINGS, assert_cli_outcome, deadline, examples, paths_of
 
 TREE = yaml.safe_load(RECORD)
 
@@ -45,7 +45,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=examples(200))
 @given(st.data())
 def test_a_record_with_extreme_numbers_renders_or_is_located(kb: Path, data: st.DataObject) -> None:
     tree = yaml.safe_load(RECORD)

@@ -41,7 +41,10 @@ BY_POSITION = [
     ),
 ]
 # The spec of the experiment each row of BY_POSITION ran, by its baseline's file
-SPEC_OF = {CHAT_BASE: CHAT_SPEC, H200_BASE: REPO / "bench" / "experiments" / "gpu" / "agreement-h200-c1.yaml"}
+SPEC_OF = {
+    CHAT_BASE: CHAT_SPEC,
+    H200_BASE: REPO / "bench" / "experiments" / "gpu" / "agreement-h200-c1.yaml",
+}
 # Real sweeps (tests/fixtures/imports/sweeps/README.md): the experiment folder of one `vllm
 # bench sweep serve` (baseline and n-gram x max_concurrency 1, 2 x runs 0, 1), and GuideLLM's
 # sweep profile against each server (synchronous, throughput, two constant rates), gzipped

@@ -34,6 +34,7 @@ from tests.support.properties import (
     assert_located_error,
     deadline,
     deep_text,
+    examples,
     mutated,
     paths_of,
 )
@@ -115,7 +116,7 @@ def _imports_or_is_located(
     Record.model_validate(record.model_dump())
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=examples(200))
 @given(
     mutation=mutated(TREES["vllm-bench"], PATHS["vllm-bench"]),
     metric=st.sampled_from(METRICS),
@@ -127,7 +128,7 @@ def test_a_mutated_vllm_bench_file_imports_or_is_located(
     _imports_or_is_located(folder, "vllm-bench", mutation, metric, allow)
 
 
-@settings(SETTINGS, max_examples=150)  # a large report: each example copies it
+@settings(SETTINGS, max_examples=examples(150))  # a large report: each example copies it
 @given(
     mutation=mutated(TREES["guidellm"], PATHS["guidellm"]),
     metric=st.sampled_from(METRICS),
@@ -162,7 +163,7 @@ def extreme_requests(draw: st.DrawFn) -> Mutated:
     )
 
 
-@settings(SETTINGS, max_examples=150)
+@settings(SETTINGS, max_examples=examples(150))
 @given(mutation=extreme_requests(), metric=st.sampled_from(METRICS), allow=st.booleans())
 def test_extreme_vllm_bench_requests_import_or_are_located(
     folder: Path, mutation: Mutated, metric: str, allow: bool
@@ -183,7 +184,7 @@ def extreme_summaries(draw: st.DrawFn) -> Mutated:
     return Mutated(tree, [f"{changed}"])
 
 
-@settings(SETTINGS, max_examples=150)
+@settings(SETTINGS, max_examples=examples(150))
 @given(mutation=extreme_summaries(), metric=st.sampled_from(METRICS), allow=st.booleans())
 def test_extreme_summaries_import_or_are_located(
     folder: Path, mutation: Mutated, metric: str, allow: bool
