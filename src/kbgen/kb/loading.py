@@ -103,7 +103,7 @@ def load_facts(paths: Iterable[Path], cache: Path | None = None) -> KnowledgeBas
     found = files.iter_yaml_files(paths)
     if cache is None:
         return _scan(found, _nothing, {}, references=True)
-    remembered = files.FingerprintCache(cache, rules_key())
+    remembered = files.FingerprintCache(cache, _rules_key())
     fingerprints = {path: files.fingerprint(path) for path in found}
     known = {}
     for path, fingerprint in fingerprints.items():
@@ -192,7 +192,7 @@ FACTS_FORMAT = 8  # of `Facts.to_json` and the products in it, a Card among them
 # they change, so older caches are ignored
 
 
-def rules_key() -> str:
+def _rules_key() -> str:
     """Changes whenever kbgen, its schema or the cached facts' format does."""
     schema = json.dumps(json_schemas(), sort_keys=True)
     text = f"{FACTS_FORMAT}\n{questions.RULE}\n{__version__}\n{schema}"
