@@ -29,6 +29,7 @@ def test_publish_quick_times_every_step_and_splits_the_publish(tmp_path: Path) -
         assert (
             figures[f"{name}_over_floor"] == figures[f"{name}_cold"] / figures["floor_subprocess"]
         )
+    assert figures["precommit_nothing_changed"] > 0
     for kind in ("ab", "sweep"):
         parts = figures[f"precommit_{kind}_render"], figures[f"precommit_{kind}_check"]
         assert all(part > 0 for part in parts) and figures[f"precommit_{kind}"] > 0
