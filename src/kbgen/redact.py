@@ -127,6 +127,7 @@ def _words(name: str) -> list[str]:
     return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
 
 
+@functools.lru_cache(maxsize=8192)  # names repeat: a record's keys, the words of a warning
 def is_secret_name(name: str) -> bool:
     """Whether a value called `name` (an option, variable, key or header) is a secret, however
     it is written: `HF_TOKEN`, `hf-token`, `HfToken`, `HFTOKEN` (a last word that ends in a

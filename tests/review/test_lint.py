@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kbgen.cli import cli
-from kbgen.kb import store
+from kbgen.kb import documents, loading, store
 from kbgen.record.command import record_run
 from tests.conftest import PLAN, RECORD
 from tests.support import replicated, swept
@@ -237,3 +237,27 @@ def test_a_step_of_work_passes_check_without_samples_and_ticks_its_task(clean: P
     assert result.exit_code == 0, result.output
     plan = (docs / "plans" / "next-steps.md").read_text()
     assert "- [x] Train a draft model — [the model's own answers]" in plan
+
+
+def test_a_second_check_parses_only_what_changed_and_says_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = replicated.knowledge_base(tmp_path)
+    render_docs(records)
+    base = ["check", "--records", str(records), "--docs", str(tmp_path / "docs")]
+    first = CliRunner().invoke(cli, base)
+    parsed: list[Path] = []
+    load_file, positions = documents.load_file, store.positions
+    monkeypatch.setattr(loading, "load_file", lambda p: parsed.append(p) or load_file(p))
+    monkeypatch.setattr(store, "positions", lambda p: parsed.append(p) or positions(p))
+    again = CliRunner().invoke(cli, base)
+    assert parsed == [] and (again.exit_code, again.output) == (first.exit_code, first.output)
+    odd = records / "contradiction.yaml"  # it contradicts others: its lines are looked up again
+    odd.write_text(odd.read_text().replace("title: ", "title: Again, ", 1))
+    render_docs(records)
+    parsed.clear()
+    changed = CliRunner().invoke(cli, base)
+    assert odd in parsed and set(parsed) == {odd}
+    uncached = CliRunner().invoke(cli, [*base, "--no-cache"])
+    assert (changed.exit_code, changed.output) == (uncached.exit_code, uncached.output)
+    assert "warning: " in changed.output

@@ -74,6 +74,7 @@ def cli() -> None:
 
 
 CACHE = Path(".kbgen_cache") / "validate.json"
+CHECK_CACHE = Path(".kbgen_cache") / "check.json"  # `kbgen check`'s (`lint.verify`)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

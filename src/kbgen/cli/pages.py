@@ -8,6 +8,7 @@ import click
 
 from kbgen import errors, redact
 from kbgen.cli.group import (
+    CHECK_CACHE,
     DOCS_OPTION,
     KB_OPTION,
     TEMPLATES_OPTION,
@@ -114,6 +115,12 @@ def diff_command(
 @click.option(
     "--strict", is_flag=True, help="Refuse records that contradict each other, not only warn."
 )
+@click.option(
+    "--cache/--no-cache",
+    default=True,
+    show_default=True,
+    help=f"Parse only the files changed since the last check ({CHECK_CACHE}).",
+)
 def check_command(
     records: Path,
     docs: Path | None,
@@ -121,6 +128,7 @@ def check_command(
     main_branch: str | None,
     every_record: bool,
     strict: bool,
+    cache: bool,
 ) -> None:
     """Everything a reviewer's CI should refuse, one line per problem.
 
@@ -140,7 +148,13 @@ def check_command(
     from kbgen.review import lint
 
     report = lint.verify(
-        records, docs_beside(records, docs), templates, main_branch, every_record, strict
+        records,
+        docs_beside(records, docs),
+        templates,
+        main_branch,
+        every_record,
+        strict,
+        CHECK_CACHE if cache else None,
     )
     for note in report.notes:
         click.echo(f"note: {note}", err=True)

@@ -46,16 +46,18 @@ RECOMPUTED: dict[str, Any] = {
 
 def recompute(path: Path) -> list[Problem]:
     """Recompute a record's numbers from its samples file; one problem per number that differs."""
-    record, tree, recomputed = _recomputed(path)
+    record, recomputed = _recomputed(path)
     if not isinstance(recomputed, Record):
         return recomputed  # nothing to recompute (none), or why it cannot be
     expected = recomputed.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
     actual = record.model_dump(mode="json", exclude_none=True, include=RECOMPUTED)
-    return [
-        located(path, loc, message, tree)
+    differences = [
+        difference
         for section in RECOMPUTED
-        for loc, message in _differences([section], expected[section], actual.get(section, {}))
+        for difference in _differences([section], expected[section], actual.get(section, {}))
     ]
+    tree = store.positions(path) if differences else None  # parsed only to locate them
+    return [located(path, loc, message, tree) for loc, message in differences]
 
 
 def update(path: Path) -> list[str]:
@@ -65,7 +67,7 @@ def update(path: Path) -> list[str]:
 
     Raises InvalidInput where the record cannot be recomputed (no samples, a changed file).
     """
-    record, _, recomputed = _recomputed(path)  # once: `recompute` would read it all again
+    record, recomputed = _recomputed(path)  # once: `recompute` would read it all again
     if record.raw_samples is None:
         return []  # no samples to give anything
     if not isinstance(recomputed, Record) or record.verdict is None or not recomputed.verdict:
@@ -100,22 +102,21 @@ def _judged(caveat: str, own: set[str]) -> bool:
     return head in own or caveat.startswith("best ")
 
 
-def _recomputed(path: Path) -> tuple[Record, Any, Record | list[Problem]]:
-    """The record at `path`, its round-trip tree, and the record as its samples give it now,
-    or where it cannot be recomputed the problems that say why (none: nothing to recompute,
-    its figures taken as reported or imported as summaries)."""
+def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
+    """The record at `path`, and the record as its samples give it now, or where it cannot be
+    recomputed the problems that say why (none: nothing to recompute, its figures taken as
+    reported or imported as summaries)."""
     record = documents.load_model(path, Record)
-    tree = store.load_document(path).data
 
-    def problem(loc: list[str | int], message: str) -> tuple[Record, Any, list[Problem]]:
-        return record, tree, [located(path, loc, message, tree)]
+    def problem(loc: list[str | int], message: str) -> tuple[Record, list[Problem]]:
+        return record, [located(path, loc, message)]
 
     if (
         record.raw_samples is None
         and record.verdict is not None
         and (record.verdict.method in ("reported", "summary"))
     ):
-        return record, tree, []
+        return record, []
     if record.raw_samples is None or record.hypothesis is None:
         return problem(["raw_samples"], "no samples to recompute the numbers from")
     samples_path = path.parent / record.raw_samples.path
@@ -124,11 +125,10 @@ def _recomputed(path: Path) -> tuple[Record, Any, Record | list[Problem]]:
     try:  # inside the record's folder: never a byte of a file a symlink leads out to
         packed = read_samples_file(samples_path, path.parent)
     except InvalidInput as exc:
-        return (
-            record,
-            tree,
-            [located(path, ["raw_samples", "path"], p.message, tree) for p in exc.problems],
-        )
+        tree = store.positions(path)
+        return record, [
+            located(path, ["raw_samples", "path"], p.message, tree) for p in exc.problems
+        ]
     digest = hashlib.sha256(packed).hexdigest()
     if record.raw_samples.sha256 and digest != record.raw_samples.sha256:
         return problem(["raw_samples", "sha256"], f"{samples_path.name} does not match it")
@@ -151,7 +151,7 @@ def _recomputed(path: Path) -> tuple[Record, Any, Record | list[Problem]]:
             ),
         }
     )
-    return record, tree, recomputed
+    return record, recomputed
 
 
 def _design(record: Record) -> Design | None:

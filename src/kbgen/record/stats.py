@@ -128,10 +128,8 @@ def _mean_interval(
     Hall's skewness correction, tried, moved a class of 12 prompts, all but one at -30% to
     -68%, to an upper end of +51%: at few prompts the sample skewness is one prompt's.
     """
-    from scipy import stats as scipy_stats
-
     n = len(logs)
-    t = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1))
+    t = t_quantile(0.5 + confidence / 2, n - 1)
     center = math.fsum(logs) / n
     half = t * spread / math.sqrt(n)
     return center - half, center + half, "student-t"
@@ -140,12 +138,36 @@ def _mean_interval(
 def skewness(logs: Sequence[float]) -> float | None:
     """The sample skewness of `logs`, adjusted for its size (None below 3 values or without
     spread)."""
-    from scipy import stats as scipy_stats
+    import numpy as np
 
     if len(logs) < 3 or max(logs) == min(logs):
         return None
-    value = float(scipy_stats.skew(logs, bias=False))
+    # scipy.stats.skew(logs, bias=False), step for step (the same floats), without importing
+    # scipy.stats: a second of start-up on the way of every `kbgen check` that recomputes
+    values = np.asarray(logs, dtype=float)
+    mean = np.mean(values)
+    deviations = values - mean
+    m2, m3 = np.mean(deviations**2), np.mean(deviations**2 * deviations)
+    if m2 <= (np.finfo(float).eps * mean) ** 2:
+        return None
+    n = values.size
+    value = float(((n - 1.0) * n) ** 0.5 / (n - 2.0) * m3 / m2**1.5)
     return value if math.isfinite(value) else None
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student-t's quantile: the function `scipy.stats.t.ppf` calls, from the far lighter
+    `scipy.special` (scipy.stats takes a second to import)."""
+    from scipy import special
+
+    return float(special.stdtrit(df, p))
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal's quantile, as `scipy.stats.norm.ppf` computes it (`t_quantile`)."""
+    from scipy import special
+
+    return float(special.ndtri(p))
 
 
 def units_needed(spread: float | None, distance: float, confidence: float = 0.95) -> int | None:
@@ -154,16 +176,14 @@ def units_needed(spread: float | None, distance: float, confidence: float = 0.95
     The smallest n with t(n - 1) * spread / sqrt(n) < distance; None when undefined (no spread
     measured, or no distance: the effect sits on the threshold) or beyond 100,000.
     """
-    from scipy import stats as scipy_stats
-
     if spread is None or distance <= 0:
         return None
     if spread == 0:
         return 2
-    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+    z = normal_quantile(0.5 + confidence / 2)
     n = max(2, math.ceil((z * spread / distance) ** 2))
     while n <= 100_000:
-        if float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * spread / math.sqrt(n) < distance:
+        if t_quantile(0.5 + confidence / 2, n - 1) * spread / math.sqrt(n) < distance:
             return n
         n += 1
     return None
@@ -261,7 +281,6 @@ def dominance_shares(
     b's, latency at most b's, better in one); a point without units in a resample dominates
     nothing and is dominated by nothing in it."""
     import numpy as np
-    from scipy import stats as scipy_stats
 
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     groups = np.asarray(strata, dtype=int)
@@ -285,8 +304,8 @@ def dominance_shares(
     lags = np.array([_drawn_quantile(counts, of, values, quantile) for of, values in latency])
     widen = 1.0
     if smallest > 1:
-        t = float(scipy_stats.t.ppf(confidence, smallest - 1))
-        widen = math.sqrt(smallest / (smallest - 1)) * t / float(scipy_stats.norm.ppf(confidence))
+        t = t_quantile(confidence, smallest - 1)
+        widen = math.sqrt(smallest / (smallest - 1)) * t / normal_quantile(confidence)
     rates = rates[:, :1] + widen * (rates[:, 1:] - rates[:, :1])
     lags = lags[:, :1] + widen * (lags[:, 1:] - lags[:, :1])
     shares = []

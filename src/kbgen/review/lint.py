@@ -7,12 +7,15 @@ with the main branch, dangling links, missing samples, hand-edited numbers, and 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pydantic
 
 from kbgen import redact
 from kbgen.errors import Problem, UsageError
@@ -21,7 +24,7 @@ from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
 from kbgen.kb.loading import KnowledgeBase
 from kbgen.kb.models import Plan, Record
-from kbgen.kb.problems import located
+from kbgen.kb.problems import dotted, located
 from kbgen.site import build
 
 
@@ -48,16 +51,26 @@ def verify(
     main: str | None = None,
     every_record: bool = False,
     strict: bool = False,
+    cache: Path | None = None,
 ) -> Report:
     """Validate, compare docs/ with a fresh render, and lint; every problem found. Records
     that contradict each other are warnings, or problems when `strict`.
+
+    The `cache` file, when given, remembers what each valid file gave the lints (`lint_facts`,
+    and the lines its contradictions are reported at): a file is parsed again only once its
+    fingerprint changed, as `kbgen validate`'s cache does.
 
     Recomputing a record's numbers from its samples runs a bootstrap per class (about a second
     a record), so in git it is done for the records this branch changed since it forked from
     the main branch, unless `every_record`; outside git, for every record.
     """
-    base = kb.scan([records], lint_facts)
+    inputs = {path: files.fingerprint(path) for path in files.iter_yaml_files([records])}
+    remembered = None if cache is None else files.FingerprintCache(cache, _cache_key())
+    known = {} if remembered is None else _trusted(remembered, inputs)
+    base = kb.scan([records], lint_facts, known=known, listed=list(inputs))
+    fresh = {path for path in base.facts if path not in known}  # to remember
     if base.problems:
+        _remember(remembered, base, inputs, fresh)
         return Report(base.problems, ["docs/ and lints not checked until every file is valid"])
     stale = build.render_site(records, docs, templates, check=True)
     problems = [Problem(docs / rel, None, "", "stale: run `kbgen render`") for rel in stale]
@@ -71,10 +84,47 @@ def verify(
                 f"numbers recomputed from samples for the {len(changed)} record file(s) changed "
                 f"since this branch left {fork.branch}; --every-record for all"
             )
-    disagreements = contradictions(base)
+    disagreements = contradictions(base, fresh)
+    _remember(remembered, base, inputs, fresh)
     if strict:
         return Report(sorted(problems + disagreements), notes)
     return Report(sorted(problems), notes, disagreements)
+
+
+CACHE_FORMAT = 1  # of `_remember`'s entries (`lint_facts` and "lines"): bump it when they change
+
+
+def _cache_key() -> str:
+    """Changes whenever kbgen's code (its schema with it), Pydantic or the entries' format do:
+    not the schema itself, which takes a quarter of a second to generate."""
+    return f"{CACHE_FORMAT}:{pydantic.VERSION}:{build.code_key(None)}"
+
+
+def _trusted(
+    remembered: files.FingerprintCache, inputs: dict[Path, files.Fingerprint]
+) -> dict[Path, kb.Known]:
+    """The files whose remembered entry holds: unchanged since it was written."""
+    known = {}
+    for path, fingerprint in inputs.items():
+        entry = remembered.get(path, fingerprint)
+        if entry is not None:
+            known[path] = kb.Known(kb.Facts.from_json(entry["facts"]), entry["lint"])
+    return known
+
+
+def _remember(
+    remembered: files.FingerprintCache | None,
+    base: KnowledgeBase,
+    inputs: dict[Path, files.Fingerprint],
+    paths: set[Path],
+) -> None:
+    """The entries of `paths` (files of `base`, valid) written into the cache, and it saved."""
+    if remembered is None:
+        return
+    for path in paths & set(base.facts):
+        entry = {"facts": base.facts[path].to_json(), "lint": base.products[path]}
+        remembered.put(path, inputs[path], entry)
+    remembered.save()
 
 
 def _fork(records: Path, main: str | None) -> tuple[Fork | None, list[str]]:
@@ -130,8 +180,6 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
 
     Numbers are recomputed for the record files in `changed` (None: every record).
     """
-    from kbgen.record import recompute
-
     pages = {"records/index.md", "plans/index.md"}
     pages |= {f"{kind}s/{doc_id}.md" for kind, doc_id in base.paths}
     problems = []
@@ -153,20 +201,27 @@ def lint(base: KnowledgeBase, docs: Path, changed: set[Path] | None = None) -> l
                 message = f"{samples.name} is missing (not committed?)"
                 problems.append(located(path, ["raw_samples", "path"], message))
             elif changed is None or path in changed:
+                from kbgen.record import recompute  # heavy: only where numbers are recomputed
+
                 problems += recompute.recompute(path)
         elif facts["measured"]:
             problems.append(located(path, ["raw_samples"], "a measured record without its samples"))
     return problems
 
 
-def contradictions(base: KnowledgeBase) -> list[Problem]:
+def contradictions(base: KnowledgeBase, learned: set[Path] | None = None) -> list[Problem]:
     """One problem per contradiction in a knowledge base scanned with `lint_facts`, at the newer
-    record's verdict for the class, naming the older record."""
+    record's verdict for the class, naming the older record.
+
+    A file's lines are looked up once and kept in its product ("lines"), so a cached product
+    locates its contradictions without parsing the file again; the files whose product gained
+    lines are added to `learned` (to be remembered).
+    """
     known = [
         cards.Card.from_json(facts["card"]) for facts in base.products.values() if "card" in facts
     ]
     paths = {doc_id: path for (kind, doc_id), path in base.paths.items() if kind == "record"}
-    found = []
+    found, trees = [], dict[Path, Any]()
     for c in replications.evidence(known).contradictions:
         older, newer = c.older, c.newer
         at: list[str | int] = ["verdict", "per_class", c.cls] if c.cls else ["verdict"]
@@ -178,8 +233,28 @@ def contradictions(base: KnowledgeBase) -> list[Problem]:
             f"contradicts {named} in {where} ({older.id} vs this "
             f"record: {c.why}); re-measure, or mark one superseded"
         )
-        found.append(located(paths[newer.id], at, message))
+        path = paths[newer.id]
+        line, dotted_at = _line(base, path, at, trees)
+        if learned is not None and path not in learned and trees.get(path) is not None:
+            learned.add(path)
+        found.append(Problem(path, line, dotted_at, message))
     return found
+
+
+def _line(
+    base: KnowledgeBase, path: Path, at: list[str | int], trees: dict[Path, Any]
+) -> tuple[int | None, str]:
+    """The line of `at` in `path` and its dotted name, as `located` gives them: from the lines
+    its product keeps, else from the file, parsed once (`trees`) and the line kept."""
+    lines = base.products[path].setdefault("lines", {})
+    key = json.dumps(at)
+    if key not in lines:
+        if path not in trees:
+            trees[path] = store.positions(path)
+        line, found = store.line_of(trees[path], at)
+        lines[key] = [line, dotted(found)]
+    line, dotted_at = lines[key]
+    return line, dotted_at
 
 
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")

@@ -82,7 +82,7 @@ def render_site(
     `cache` is the snapshot's file (None: no caches).
     """
     inputs = {path: fingerprint(path) for path in iter_yaml_files([records])}
-    code = _code_key(templates)
+    code = code_key(templates)
     # whether the home page (`render.HOME`) is there: one made since may hold a block to fill
     key = _inputs_key(inputs, code) + str(docs.absolute()) + str(os.path.lexists(docs / "index.md"))
     last = _last_render(cache)
@@ -344,7 +344,7 @@ def _trusted(
     return known
 
 
-def _code_key(templates: Path | None) -> str:
+def code_key(templates: Path | None) -> str:
     """Changes whenever kbgen, its templates or any file of the user's templates folder does."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(str(resources.files("kbgen")))
@@ -359,7 +359,7 @@ def _code_key(templates: Path | None) -> str:
 
 
 def _inputs_key(inputs: dict[Path, Fingerprint], code: str) -> str:
-    """Changes whenever a record or a plan does, or `code` (`_code_key`)."""
+    """Changes whenever a record or a plan does, or `code` (`code_key`)."""
     digest = hashlib.sha256(code.encode())
     for path, known in inputs.items():
         digest.update(f"{path}:{known}\n".encode())
