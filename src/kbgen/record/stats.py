@@ -138,20 +138,11 @@ def _mean_interval(
 def skewness(logs: Sequence[float]) -> float | None:
     """The sample skewness of `logs`, adjusted for its size (None below 3 values or without
     spread)."""
-    import numpy as np
+    from scipy import stats as scipy_stats
 
     if len(logs) < 3 or max(logs) == min(logs):
         return None
-    # scipy.stats.skew(logs, bias=False), step for step (the same floats), without importing
-    # scipy.stats: a second of start-up on the way of every `kbgen check` that recomputes
-    values = np.asarray(logs, dtype=float)
-    mean = np.mean(values)
-    deviations = values - mean
-    m2, m3 = np.mean(deviations**2), np.mean(deviations**2 * deviations)
-    if m2 <= (np.finfo(float).eps * mean) ** 2:
-        return None
-    n = values.size
-    value = float(((n - 1.0) * n) ** 0.5 / (n - 2.0) * m3 / m2**1.5)
+    value = float(scipy_stats.skew(logs, bias=False))
     return value if math.isfinite(value) else None
 
 
