@@ -16,8 +16,10 @@ from typing import TypeVar
 import pytest
 
 from kbgen.bench import metrics
-from kbgen.errors import KbgenError, MetricsError
+from kbgen.errors import InvalidInput, KbgenError, MetricsError
 from kbgen.run.counters import Counters
+from kbgen.run.folder import RunFolder
+from tests.run.test_folder import SPEC_TEXT, a_meta
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 ARMS = ["baseline", "ngram"]
@@ -441,3 +443,23 @@ def test_a_learned_draft_s_windows_at_5_tokens_add_up_to_its_record_position_by_
     rates = [accepted / drafts for accepted in by_position]
     assert rates == pytest.approx(said["per_position_acceptance"], abs=1e-5)
     assert rates == sorted(rates, reverse=True) and rates[0] > 0.3 and rates[4] < 0.01
+
+
+@pytest.mark.parametrize(
+    ("relative", "message"),
+    [
+        ("metrics/gone.prom", "metrics/gone.prom: the /metrics snapshot that run.json names is"),
+        ("../outside.prom", "../outside.prom: a symlink to a file outside"),
+        ("metrics/garbage.prom", "metrics/garbage.prom: /metrics is not Prometheus text"),
+    ],
+    ids=["missing", "outside-the-folder", "not-prometheus"],
+)
+def test_a_metrics_snapshot_is_read_inside_the_run_folder(
+    tmp_path: Path, relative: str, message: str
+) -> None:
+    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
+    (tmp_path / "outside.prom").write_text("vllm:x 1\n")
+    (folder.path / "metrics" / "garbage.prom").write_text("vllm:x{ 1\n")
+    with pytest.raises(InvalidInput) as info:
+        metrics.read(folder, relative)
+    assert str(info.value).startswith(f"{folder.path}/{message}")

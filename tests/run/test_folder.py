@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from kbgen.bench import metrics
 from kbgen.errors import InvalidInput, UsageError
 from kbgen.run import folder as runs
 from kbgen.run.folder import RunFolder
@@ -342,26 +341,6 @@ def test_a_special_samples_file_is_one_located_line(tmp_path: Path, kind: str) -
     with special.deadline(5), pytest.raises(InvalidInput) as info:
         folder.samples()
     assert str(info.value).startswith(f"{path}: {message}")
-
-
-@pytest.mark.parametrize(
-    ("relative", "message"),
-    [
-        ("metrics/gone.prom", "metrics/gone.prom: the /metrics snapshot that run.json names is"),
-        ("../outside.prom", "../outside.prom: a symlink to a file outside"),
-        ("metrics/garbage.prom", "metrics/garbage.prom: /metrics is not Prometheus text"),
-    ],
-    ids=["missing", "outside-the-folder", "not-prometheus"],
-)
-def test_a_metrics_snapshot_is_read_inside_the_run_folder(
-    tmp_path: Path, relative: str, message: str
-) -> None:
-    folder = RunFolder.create(tmp_path, "s", SPEC_TEXT, a_meta())
-    (tmp_path / "outside.prom").write_text("vllm:x 1\n")
-    (folder.path / "metrics" / "garbage.prom").write_text("vllm:x{ 1\n")
-    with pytest.raises(InvalidInput) as info:
-        metrics.read(folder, relative)
-    assert str(info.value).startswith(f"{folder.path}/{message}")
 
 
 def _resumable(tmp_path: Path) -> Path:
