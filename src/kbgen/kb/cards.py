@@ -41,6 +41,14 @@ def load_words(load: Load | LoadItems) -> str:
     return ", ".join(f"{name} {value}" for name, value in sorted(items))
 
 
+def configuration_words(variant: str, load: Load) -> str:
+    """A sweep's cell as a record's caveats and pages name it: `ngram-k3 at concurrency 8,
+    max tokens 256`, the load in its own order (`cell_words` is the cards' key)."""
+    if not load:
+        return variant
+    return f"{variant} at " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in load.items())
+
+
 def cell_words(variant: str, load: Load | LoadItems) -> str:
     """`k3 at concurrency 8`: a sweep's cell by its variant and load level."""
     at = load_words(load)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbgen.kb.cards import configuration_words
 from kbgen.kb.models import (
     Best,
     Cell,
@@ -186,7 +187,7 @@ def sweep(
         here = at_level(evidence, level)
         for arm in evidence.variants:
             found_there = rule.on_windows(here.windows.get(arm, []))
-            windows += [f"{_where(arm, load)}: {c}" for c in found_there.caveats]
+            windows += [f"{configuration_words(arm, load)}: {c}" for c in found_there.caveats]
     headline = max(
         evidence.challengers,
         key=lambda v: _going(compared[(v, 0)].per_class.values(), hypothesis),
@@ -195,7 +196,7 @@ def sweep(
     notes = [*chosen.notes, *windows]
     for (variant, level), found in compared.items():
         if (variant, level) != (headline, 0):
-            where = _where(variant, evidence.loads[level])
+            where = configuration_words(variant, evidence.loads[level])
             notes += [f"{where}, {said}" for said in [*found.reasons, *found.notes]]
     bests = [
         b
@@ -208,7 +209,7 @@ def sweep(
         others = {c: arm for c, arm in (b.per_class or {}).items() if arm != b.variant}
         if others:
             notes.append(
-                f"best {_where(b.variant, b.load)} over the classes' average, not in "
+                f"best {configuration_words(b.variant, b.load)} over the classes' average, not in "
                 + ", ".join(f"{c} (there {arm})" for c, arm in others.items())
             )
     per_class = chosen.per_class
@@ -343,13 +344,6 @@ def _going(verdicts: Iterable[ClassVerdict], hypothesis: Hypothesis) -> float:
     on the log scale, as the hypothesis reads them (-inf without one)."""
     logs = [rule.toward(hypothesis, math.log1p(v.effect)) for v in verdicts if v.effect > -1]
     return math.fsum(logs) / len(logs) if logs else -math.inf
-
-
-def _where(variant: str, load: Load) -> str:
-    """A cell's variant and load in words: `ngram-k3 at concurrency 8`."""
-    if not load:
-        return variant
-    return f"{variant} at " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in load.items())
 
 
 def overall(outcomes: Sequence[Outcome], reasons: Sequence[str] = ()) -> Outcome:

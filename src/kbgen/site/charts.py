@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from kbgen.kb.cards import configuration_words
 from kbgen.kb.models import METRIC_UNITS, ParetoPoint, Range, Record, baseline_first
 from kbgen.site.formats import load as load_words
 
@@ -278,7 +279,7 @@ def pareto(record: Record, latency: str) -> str | None:
 
 def _at(point: ParetoPoint) -> str:
     """A configuration in words: `k3 at concurrency 8`."""
-    return f"{point.variant} at {load_words(point.load)}" if point.load else point.variant
+    return configuration_words(point.variant, point.load)
 
 
 def for_record(record: Record) -> dict[str, str]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
+from kbgen.kb.cards import configuration_words
 from kbgen.kb.models import Load, Verdict
 from kbgen.site.formats import load as load_words
 from kbgen.site.index import LOAD_SHORT
@@ -52,11 +53,6 @@ class Grid:
 
     def cells(self) -> list[GridCell]:
         return [cell for _, row in self.rows for cell in row if cell is not None]
-
-
-def where(variant: str, load: Load) -> str:
-    """A configuration as its caveats name it: `ngram-k3 at concurrency 8`."""
-    return f"{variant} at {load_words(load)}" if load else variant
 
 
 def short(load: Load) -> str:
@@ -191,14 +187,19 @@ def located(verdict: Verdict) -> list[Caveat]:
     """`verdict`'s caveats and its cells' reasons, each once, with the cells they are of."""
     classes = list(dict.fromkeys(c.prompt_class for c in verdict.cells))
     configurations = {
-        where(c.variant, c.load): (c.variant, load_words(c.load)) for c in verdict.cells
+        configuration_words(c.variant, c.load): (c.variant, load_words(c.load))
+        for c in verdict.cells
     }
     # the longest first: `ngram-k1 at …` is not `ngram`'s
     wheres = sorted(configurations, key=len, reverse=True)
-    judged = (where(verdict.variant, verdict.load), verdict.variant, load_words(verdict.load))
+    judged = (
+        configuration_words(verdict.variant, verdict.load),
+        verdict.variant,
+        load_words(verdict.load),
+    )
     out: dict[tuple[str, str], Caveat] = {}
     reasons = [
-        f"{where(c.variant, c.load)}, {c.prompt_class}: {c.reason}"
+        f"{configuration_words(c.variant, c.load)}, {c.prompt_class}: {c.reason}"
         for c in verdict.cells
         if c.reason
     ]
