@@ -355,6 +355,8 @@ def test_racing_is_decided_centrally_and_a_dropped_setting_stops_on_every_block(
     spec = write_spec(tmp_path, 18990, 2, "box", rounds=4, stop="when-decided")
     data = json.loads(spec.read_text())
     data["sweep"] = {"fast.args.--rate": [300, 525]}
+    for arm in data["variants"].values():  # intervals as wide as a real server's
+        arm["args"] += ["--spread", "0.1"]  # (a noiseless one decides 525 on its overhead)
     spec.write_text(json.dumps(data))
     folder = bench(spec, cluster.address, tmp_path)
     meta = folder.meta()

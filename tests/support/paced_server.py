@@ -5,8 +5,10 @@ the rest in one chunk after the decode time), at `rate(setting, streams)` tokens
 is the variant its launcher last started, `streams` the load the test says is running (its
 `Loads` events set it as each load level starts: the truth is the test's, not a count of
 requests in flight, which ramps up and down inside a window). A prompt's own speed varies by a
-fixed factor per prompt text, as content does. `Switching` is the launcher: it "starts" a
-variant by switching the setting, and counts starts.
+fixed factor per prompt text, as content does; with a `spread`, each request's speed by its own
+factor too, as a real server's does from one request to the next (fixed by the setting, the
+prompt and how often the server has served that pair: a run gets the same factors every time).
+`Switching` is the launcher: it "starts" a variant by switching the setting, and counts starts.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ Rate = Callable[[str, int], float]  # (setting, streams of the load) -> tokens/s
 class PacedVllm:
     """Serves /health, /version, /v1/models, /metrics and streaming /v1/completions."""
 
-    def __init__(self, rate: Rate, model: str = "paced") -> None:
-        self.rate, self.model = rate, model
+    def __init__(self, rate: Rate, model: str = "paced", spread: float = 0.0) -> None:
+        self.rate, self.model, self.spread = rate, model, spread
+        self.served: dict[tuple[str, str], int] = {}
         self.setting = ""
         self.streams = 1
         self.generated = 0
@@ -66,7 +69,8 @@ class PacedVllm:
     async def complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         tokens = int(body["max_tokens"])
-        speed = self.rate(self.setting, self.streams) * _content(str(body["prompt"]))
+        prompt = str(body["prompt"])
+        speed = self.rate(self.setting, self.streams) * _content(prompt) * self._own(prompt)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await asyncio.sleep(0.005)  # prefill
@@ -80,10 +84,21 @@ class PacedVllm:
         await response.write_eof()
         return response
 
+    def _own(self, prompt: str) -> float:
+        """This request's own speed factor, 1 ± `spread`: the n-th of the setting and prompt."""
+        key = (self.setting, prompt)
+        n = self.served[key] = self.served.get(key, 0) + 1
+        return 1 + self.spread * (2 * _uniform(f"{self.setting}\n{prompt}\n{n}") - 1)
+
 
 def _content(prompt: str) -> float:
     """A prompt's own speed factor, 0.9 to 1.1, fixed by its text."""
     return 0.9 + 0.2 * hashlib.sha256(prompt.encode()).digest()[0] / 255
+
+
+def _uniform(text: str) -> float:
+    """A number from 0 to 1 fixed by `text`."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 0xFFFFFFFF
 
 
 def _chunk(done: int, total: int, finish: str | None, usage_only: bool = False) -> bytes:
@@ -130,8 +145,9 @@ class Switching:
 
 def main(argv: list[str]) -> None:
     """A paced server process for the `process` launcher: `MODEL --rate R --host H --port P`,
-    R tokens/s at every load; the environment's `PACED_SLOWER="R=F"` multiplies the rate R by
-    F on this node (a machine slower in one arm); it prints `PACED_KEY`, a secret, if set."""
+    R tokens/s at every load (`--spread S`: each request's own factor 1 ± S); the environment's
+    `PACED_SLOWER="R=F"` multiplies the rate R by F on this node (a machine slower in one arm);
+    it prints `PACED_KEY`, a secret, if set."""
     import os
 
     def last(option: str, default: str) -> str:
@@ -145,7 +161,8 @@ def main(argv: list[str]) -> None:
     print(f"paced server: {rate:g} tokens/s", flush=True)
     if "PACED_KEY" in os.environ:  # what a server prints of its secret: the run keeps it masked
         print(f"key: {os.environ['PACED_KEY']}", flush=True)
-    server = PacedVllm(lambda setting, streams: rate, model=argv[0])
+    server = PacedVllm(lambda setting, streams: rate, argv[0], float(last("--spread", "0")))
+    server.setting = f"{rate:g}"  # its requests' own factors differ from another rate's
     web.run_app(
         server.app(), host=last("--host", "127.0.0.1"), port=int(last("--port", "8000")), print=None
     )
