@@ -30,9 +30,9 @@ def test_publish_quick_times_every_step_and_splits_the_publish(tmp_path: Path) -
             figures[f"{name}_over_floor"] == figures[f"{name}_cold"] / figures["floor_subprocess"]
         )
     assert figures["precommit_nothing_changed"] > 0
-    for kind in ("ab", "sweep"):
-        parts = figures[f"precommit_{kind}_render"], figures[f"precommit_{kind}_check"]
-        assert all(part > 0 for part in parts) and figures[f"precommit_{kind}"] > 0
+    for name in ("words_ab", "words_sweep", "new_ab", "new_sweep"):
+        parts = figures[f"precommit_{name}_render"], figures[f"precommit_{name}_check"]
+        assert all(part > 0 for part in parts) and figures[f"precommit_{name}"] > 0
     for builder in ("mkdocs", "zensical"):
         publish = figures[f"publish_{builder}"]
         if publish == "not installed":
@@ -40,4 +40,5 @@ def test_publish_quick_times_every_step_and_splits_the_publish(tmp_path: Path) -
         assert publish["kbgen"] > 0 and publish["builder"] > 0, builder
         assert abs(publish["total"] - publish["kbgen"] - publish["builder"]) < 1e-9
         assert f"publish with {builder}" in done.stdout
-    assert "pre-commit, one sweep record" in done.stdout
+    assert "pre-commit, words, one sweep" in done.stdout
+    assert "pre-commit, new, one sweep" in done.stdout

@@ -159,9 +159,33 @@ def test_numbers_are_recomputed_for_changed_records_unless_every_record(clean: P
     args = ["check", "--records", str(clean), "--docs", str(docs)]
     quick = CliRunner().invoke(cli, args)
     assert quick.exit_code == 0, quick.output  # unchanged since the fork: not recomputed
-    assert "numbers recomputed from samples for the 0 record file(s) changed" in quick.stderr
+    assert "numbers recomputed from samples for the 0 record file(s) whose" in quick.stderr
     full = CliRunner().invoke(cli, [*args, "--every-record"])
     assert full.exit_code == 1 and "decode_tok_s.mean: is 99.0" in full.stderr
+
+
+def test_an_edit_of_a_record_s_words_recomputes_nothing_an_edit_of_a_number_does(
+    clean: Path,
+) -> None:
+    _hand_edited(clean)  # wrong numbers on main (checked there, trusted here)
+    commit(clean.parent, "a hand edit that reached main")
+    path = _the_record(clean)
+    doc = store.load_document(path)
+    doc.data["title"] = "A better title"
+    doc.data["decision"] = "Keep n-gram off, as [the plan](../plans/next-steps.md) says."
+    doc.data["verdict"]["rationale"] = "Slower in every class."
+    store.save(doc)
+    render_docs(clean)
+    words = check(clean)
+    assert words.exit_code == 0, words.output
+    assert "for the 0 record file(s) whose numbers or samples changed" in words.stderr
+    doc = store.load_document(path)
+    doc.data["verdict"]["caveats"] = [*doc.data["verdict"]["caveats"], "one more caveat"]
+    store.save(doc)
+    render_docs(clean)
+    number = check(clean)  # not the author's words alone: recomputed, the old edit found
+    assert number.exit_code == 1 and "decode_tok_s.mean: is 99.0" in number.stderr
+    assert "for the 1 record file(s) whose numbers or samples changed" in number.stderr
 
 
 def test_check_sees_a_changed_samples_file_under_any_name(clean: Path) -> None:

@@ -135,8 +135,9 @@ def check_command(
     Validates every record and plan, checks that docs/ is what `kbgen render` would write,
     and lints: record ids this branch adds that the main branch added too, Markdown links to
     pages that do not exist, measured records without their samples file, and numbers edited
-    by hand so they no longer follow from the samples (recomputed for the records this branch
-    changed since it forked from the main branch; --every-record for all). Records of one
+    by hand so they no longer follow from the samples (recomputed for the records whose
+    numbers or samples this branch changed since it forked from the main branch, not for an
+    edit of their words alone; --every-record for all). Records of one
     question that contradict each other (one supported, one refuted; or effect intervals that
     do not overlap) are warnings; --strict makes them errors.
 

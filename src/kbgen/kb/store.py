@@ -299,6 +299,12 @@ def _kind(value: Any) -> str:
 def load_fast(path: Path, inside: Path | None = None) -> dict[str, Any]:
     """Plain Python data of a YAML mapping file, parsed by the fast path (no positions)."""
     text, _ = read_text(path, inside)
+    return plain_of_text(text, path)
+
+
+def plain_of_text(text: str, path: Path = Path("<text>")) -> dict[str, Any]:
+    """Plain Python data of YAML text holding a mapping (a file's at a git revision), parsed
+    by the fast path where it can be (else by ruamel, whose errors name `path`)."""
     if not _suspicious(text):
         try:
             data = _from_events(text)

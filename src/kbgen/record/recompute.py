@@ -12,15 +12,15 @@ import hashlib
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import documents, store
 from kbgen.kb.models import Record
 from kbgen.kb.problems import located
-from kbgen.record import confounds, figures, verdict
-from kbgen.record.evidence import read_samples, read_samples_file
-from kbgen.run.design import Design, design_of
+
+if TYPE_CHECKING:
+    from kbgen.run.design import Design
 
 # what is recomputed: every figure, and of the verdict its outcomes
 RECOMPUTED: dict[str, Any] = {
@@ -42,6 +42,20 @@ RECOMPUTED: dict[str, Any] = {
         "reasons": True,
     },
 }
+
+
+# what recomputing reads of a record besides the sections it compares (RECOMPUTED)
+READ = ("raw_samples", "hypothesis", "workload", "config")
+
+
+def inputs(data: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a record's plain data that its recomputation reads or compares (the
+    verdict's rationale, the author's words, left out): two versions of a record equal here,
+    with the same samples, recompute alike."""
+    found = {key: data.get(key) for key in (*READ, *RECOMPUTED)}
+    if isinstance(found["verdict"], dict):
+        found["verdict"] = {k: v for k, v in found["verdict"].items() if k != "rationale"}
+    return found
 
 
 def recompute(path: Path) -> list[Problem]:
@@ -106,6 +120,10 @@ def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
     """The record at `path`, and the record as its samples give it now, or where it cannot be
     recomputed the problems that say why (none: nothing to recompute, its figures taken as
     reported or imported as summaries)."""
+    # the statistics: imported where a record is recomputed, not where `inputs` are compared
+    from kbgen.record import confounds, figures, verdict
+    from kbgen.record.evidence import read_samples, read_samples_file
+
     record = documents.load_model(path, Record)
 
     def problem(loc: list[str | int], message: str) -> tuple[Record, list[Problem]]:
@@ -156,6 +174,8 @@ def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
 
 def _design(record: Record) -> Design | None:
     """The stopping design a record's run ran with (None: the fixed design)."""
+    from kbgen.run.design import design_of
+
     return None if record.workload is None else design_of(record.workload)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 
 from kbgen import redact
-from kbgen.errors import Problem, UsageError
+from kbgen.errors import InvalidInput, Problem, UsageError
 from kbgen.kb import cards, documents, files, replications, store
 from kbgen.kb import git as gitrepo
 from kbgen.kb import loading as kb
@@ -81,8 +81,9 @@ def verify(
         problems += id_collisions(base, records, fork)
         if changed is not None:
             notes.append(
-                f"numbers recomputed from samples for the {len(changed)} record file(s) changed "
-                f"since this branch left {fork.branch}; --every-record for all"
+                f"numbers recomputed from samples for the {len(changed)} record file(s) whose "
+                f"numbers or samples changed since this branch left {fork.branch}; "
+                "--every-record for all"
             )
     disagreements = contradictions(base, fresh)
     _remember(remembered, base, inputs, fresh)
@@ -145,8 +146,8 @@ def _fork(records: Path, main: str | None) -> tuple[Fork | None, list[str]]:
 
 
 def _changed_since(fork: Fork, records: Path, base: KnowledgeBase) -> set[Path]:
-    """Record files whose YAML or samples file differ from the fork point (uncommitted
-    included)."""
+    """Record files whose numbers may differ from the fork point's (uncommitted included): their
+    samples file changed, or their YAML did other than in the author's words (`_same_numbers`)."""
     names = gitrepo.changed_files(fork.root, fork.commit, gitrepo.relative(fork.root, records))
     changed = {(fork.root / name).resolve() for name in names}
     found = set()
@@ -154,11 +155,27 @@ def _changed_since(fork: Fork, records: Path, base: KnowledgeBase) -> set[Path]:
         if kind != "record":
             continue
         samples = base.products[path].get("samples")
-        if path.resolve() in changed or (
-            samples is not None and (path.parent / samples).resolve() in changed
-        ):
+        resampled = samples is not None and (path.parent / samples).resolve() in changed
+        if resampled or (path.resolve() in changed and not _same_numbers(fork, path)):
             found.add(path)
     return found
+
+
+def _same_numbers(fork: Fork, path: Path) -> bool:
+    """Whether a record's file holds what the fork point's did in all its recomputation reads
+    (`recompute.inputs`): a title, a decision or a rationale edited recompute nothing, as the
+    numbers on the main branch were checked there."""
+    from kbgen.record import recompute
+
+    before = gitrepo.show(fork.root, fork.commit, gitrepo.relative(fork.root, path))
+    if before is None:
+        return False  # new here
+    try:
+        old = store.plain_of_text(before.decode("utf-8"), path)
+        now = store.load_fast(path)
+    except (InvalidInput, UnicodeDecodeError):
+        return False
+    return recompute.inputs(old) == recompute.inputs(now)
 
 
 def lint_facts(doc: Record | Plan, path: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 CACHE = Path(".kbgen_cache") / "render.json"  # the snapshot; the file cache sits beside it
 FILE_CACHE = "render-records.json"
+COMPILED = "templates"  # the templates compiled, beside them
 MAX_HOME_BYTES = 1 << 20  # docs/index.md, written by hand: larger is not a home page
 FILE_CACHE_FORMAT = 8  # of `_entry`: bump it when that changes, so older caches are ignored
 # the folders of generated pages: their mtime changes when a page is added or removed there
@@ -55,6 +56,7 @@ class Job:
     # filled in once every card is in, each file parsed once; a user's `record.md.j2` may show
     # them anywhere, so its pages are rendered again where they are out of date
     sections: bool = True
+    compiled: Path | None = None  # where compiled templates are kept (`render.environment`)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def render_site(
                 plans.append(documents.load_model(path, Plan))
             except InvalidInput:
                 continue  # reported by the full load below
-    job = Job(docs, records, templates, render.task_texts(plans), check)
+    compiled = None if cache is None else cache.with_name(COMPILED)
+    job = Job(docs, records, templates, render.task_texts(plans), check, compiled=compiled)
     where = [str(docs.absolute()), str(records.absolute())]
     rules = json.dumps([FILE_CACHE_FORMAT, code, *where, job.tasks], sort_keys=True)
     remembered = None
@@ -121,7 +124,7 @@ def render_site(
     found = replications.evidence(_cards(base.products.values())) if not base.problems else None
     if found is not None:
         base = _with_replications(base, job, found, known, listed)
-        env = render.environment(templates)
+        env = render.environment(templates, compiled)
         held = [(path, p) for path, p in base.products.items() if getattr(p, "held", None)]
         for path, product in held:
             made, related_key = product.held or {}, product.related
@@ -148,7 +151,7 @@ def render_site(
         produced += product.pages
         stale += product.stale
     home = _home_text(docs / render.HOME)
-    env = render.environment(templates)
+    env = render.environment(templates, compiled)
     site = render.site_pages(env, plan_models, sources, cards, found, home)
     produced += site
     changed = stale + _sync(docs, site, check)
@@ -226,7 +229,7 @@ def render_file(job: Job, doc: Record | Plan, path: Path) -> Plan | RecordPages:
     card = Card.of(doc)
     source = render.source_of(path, job.records)
     related = job.related.get(doc.id, NOTHING)
-    env = render.environment(job.templates)
+    env = render.environment(job.templates, job.compiled)
     if not job.replications_known and card.question is not None:  # written by `render_site`
         if job.sections:  # its sections filled in there: parsed once
             made = render.record_pages(env, doc, source, job.tasks, None)

@@ -195,6 +195,22 @@ def _no_huge_width(template: str) -> None:
         raise SecurityError("a format with a width of a million or more")
 
 
+def _bytecode_cache(folder: Path) -> jinja2.BytecodeCache:
+    return _Compiled(str(folder))
+
+
+class _Compiled(jinja2.FileSystemBytecodeCache):
+    """Jinja's bytecode cache in a folder made when a template is first kept (a cache cleared
+    meanwhile is made again); one that cannot be kept is compiled again next time, no error."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """A filter whose numbers (a width, a count) are bounded: `center(10**10)` is refused."""
     skip = 1 + (getattr(func, "jinja_pass_arg", None) is not None)  # the context, the value
@@ -222,8 +238,10 @@ def _huge_product(left: Any, right: Any) -> bool:
 
 
 @functools.cache
-def environment(templates: Path | None) -> jinja2.Environment:
-    """The Jinja environment of kbgen's templates, overridden by those in `templates`."""
+def environment(templates: Path | None, compiled: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment of kbgen's templates, overridden by those in `templates`; with a
+    `compiled` folder, templates compiled once are kept there (Jinja's bytecode cache, keyed by
+    each template's source), so a later process does not compile them again."""
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
         loaders.append(_Folder(str(templates)))
@@ -236,6 +254,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=None if compiled is None else _bytecode_cache(compiled),
     )
     env.filters.update(
         markdown=markdown,
