@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import functools
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ from kbgen.errors import (
 )
 from kbgen.kb.models import Load
 from kbgen.kb.problems import located
-from kbgen.run import budget, prompts
+from kbgen.run import arrivals, budget, prompts
 from kbgen.run.design import Key, Listen, Look, Looked, Step, design_of, plan, steps, windows
 from kbgen.run.folder import RunFolder
 from kbgen.run.models import (
@@ -454,7 +455,8 @@ class _Run:
             return
         first = workload.classes[0]
         prompts_ = self.suite[first]
-        count = max(workload.warmup, workload.concurrency)
+        slots = 1 if workload.request_rate else workload.concurrency  # open loop: as asked
+        count = max(workload.warmup, slots)
         jobs = [
             senders.Job(
                 workload.api,
@@ -493,7 +495,8 @@ class _Run:
         todo: list[Key],
         workload: WorkloadSpec,
     ) -> tuple[str | None, bool]:
-        """Send `todo` at the level's concurrency, appending each sample as it finishes.
+        """Send `todo` at the level's concurrency (open loop: each at its time, the level's
+        arrivals from now), appending each sample as it finishes.
 
         Returns why it stopped early (the server died or stopped answering, or a client
         process died: then True), or None.
@@ -519,6 +522,13 @@ class _Run:
             )
             for key in todo
         ]
+        if workload.request_rate is not None:  # the same times for every arm of the round
+            rate, start = workload.request_rate, time.perf_counter_ns()
+            due = arrivals.offsets(workload.arrivals, rate, len(jobs), todo[0].round, todo[0].level)
+            jobs = [
+                replace(job, due_ns=start + round(s * 1e9))
+                for job, s in zip(jobs, due, strict=True)
+            ]
 
         async def done(sample: Sample) -> bool:
             self.folder.append(sample)

@@ -43,6 +43,17 @@ class Job:
     body: dict[str, Any]
     sample: Sample
     usage: UsageMode = "continuous"  # how the server is asked for token counts
+    due_ns: int | None = None  # open loop: when it is due (`time.perf_counter_ns`, one clock)
+
+
+async def _when_due(due_ns: int | None) -> int:
+    """Wait until `due_ns` (None: now); the time it was due, the request's scheduled time."""
+    now = time.perf_counter_ns()
+    if due_ns is None:
+        return now
+    if due_ns > now:
+        await asyncio.sleep((due_ns - now) / 1e9)
+    return due_ns
 
 
 OnDone = Callable[[Sample], Awaitable[bool]]
@@ -52,7 +63,8 @@ send nothing more (the requests in flight still finish and are handed over)."""
 
 class Sender(Protocol):
     async def send(self, jobs: Sequence[Job], concurrency: int, on_done: OnDone) -> None:
-        """Send `jobs` in order, `concurrency` at a time, handing each sample to `on_done`."""
+        """Send `jobs` in order, `concurrency` at a time, each when due (if it has a time),
+        handing each sample to `on_done`."""
         ...
 
 
@@ -89,7 +101,7 @@ class InProcess:
             nonlocal stopped
             while queue and not stopped:
                 job = queue.pop()
-                scheduled = time.perf_counter_ns()
+                scheduled = await _when_due(job.due_ns)
                 sample = await self.client.stream(
                     job.api, job.body, job.sample, scheduled, job.usage
                 )
@@ -229,6 +241,7 @@ class Processes:
                             "api": job.api,
                             "body": job.body,
                             "usage": job.usage,
+                            "due_ns": job.due_ns,
                             "sample": job.sample.model_dump(),
                         }
                     }
@@ -296,7 +309,7 @@ class _Batch:
     async def _slot(self) -> None:
         while (job := await self.queue.get()) is not None:
             sample = Sample.model_validate(job["sample"])
-            scheduled = time.perf_counter_ns()
+            scheduled = await _when_due(job.get("due_ns"))
             await self.client.stream(job["api"], job["body"], sample, scheduled, job["usage"])
             self.out.write(sample.model_dump_json().encode() + b"\n")  # at once, never blocking
 

@@ -75,7 +75,9 @@ WORKLOAD = (
     "api",
     "ignore_eos",
 )
-NOT_ASKED = tuple(name for name in Workload.model_fields if name not in {*WORKLOAD, "usage"})
+NOT_ASKED = tuple(
+    name for name in Workload.model_fields if name not in {*WORKLOAD, "arrivals", "usage"}
+)
 
 
 def _measured(record: Record) -> bool:
@@ -105,7 +107,10 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
     if workload is None:
         return None
     asked_for = workload.model_dump(mode="json", include=set(WORKLOAD)) | asked.load
-    return asked_for | {"request_rate": _request_rate(asked.record), "usage": _usage(asked.record)}
+    asked_for |= {"request_rate": _request_rate(asked.record), "usage": _usage(asked.record)}
+    if workload.arrivals is not None:  # an open loop's traffic: its process, not its seed
+        asked_for["arrivals"] = workload.arrivals.model_dump(mode="json", exclude={"seed"})
+    return asked_for
 
 
 ASKED: tuple[Part, ...] = (
@@ -178,10 +183,11 @@ ASKED: tuple[Part, ...] = (
         "workload",
         "the workload",
         Workload,
-        (*WORKLOAD, "usage"),
+        (*WORKLOAD, "arrivals", "usage"),
         "asking for `usage` on every chunk costs the server a few per cent; a measured record "
         "that does not say asked on every chunk, and started each request as soon as its "
-        "concurrency let it (`request_rate: inf`)",
+        "concurrency let it (`request_rate: inf`); of `arrivals`, the process and its "
+        "burstiness, not the seed",
         _workload,
         tuple(path for path in get_args(Unknowable) if path.startswith("workload.")),
     ),

@@ -17,6 +17,7 @@ from kbgen import __version__
 from kbgen.bench.effective import of_folder
 from kbgen.errors import InvalidInput, Mismatch, Problem, UsageError
 from kbgen.kb.models import (
+    Arrivals,
     Config,
     Cost,
     Engine,
@@ -61,8 +62,14 @@ def comparability(meta: RunMeta, order: list[str]) -> list[str]:
 
 
 # The spec's workload fields a record keeps as they ran: those both declare, but the design's
+# and the arrivals (every open loop's, the default Poisson process too: `_arrivals`)
 DESIGN = frozenset({"rounds", "order_seed", "stop", "max_minutes", "accept_time_confound"})
-AS_RUN = (set(Workload.model_fields) & set(WorkloadSpec.model_fields)) - DESIGN
+AS_RUN = (set(Workload.model_fields) & set(WorkloadSpec.model_fields)) - DESIGN - {"arrivals"}
+
+
+def _arrivals(spec: ExperimentSpec) -> dict[str, Any]:
+    """How an open loop's requests arrived, said even where the spec left the default."""
+    return {"arrivals": spec.workload.arrivals or Arrivals()} if spec.open_loop else {}
 
 
 def _design(workload: WorkloadSpec, order: list[Stored] | None) -> dict[str, Any]:
@@ -168,7 +175,8 @@ def from_run(
         workload=Workload(
             prompt_suite=meta.prompt_suite,
             **figures.known(prompt_suite_sha256=meta.prompt_suite_sha256),
-            **workload.model_dump(include=AS_RUN),
+            **workload.model_dump(include=AS_RUN, exclude_none=True),
+            **_arrivals(spec),
             **_design(workload, meta.order),
             **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),
         ),

@@ -45,6 +45,9 @@ class Evidence:
     paired: bool = True
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
+    # sent open loop, at a request rate (a kbgen run's): the closed loop's figures (a window's
+    # steady state, throughput by Little's law) do not apply
+    open_loop: bool = False
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
     # class -> each prompt's group (by prompt index), where the suite names them
     groups: dict[str, list[str | None]] | None = None
@@ -158,6 +161,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         windows=windows,
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
+        open_loop=spec.open_loop,
         loads=spec.loads,
         groups=meta.groups,
     )
@@ -186,6 +190,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["paired"] = False
     if evidence.concurrency > 1:  # unset for one stream: its samples files keep their bytes
         header["concurrency"] = evidence.concurrency
+    if evidence.open_loop:  # unset for a closed loop, likewise
+        header["open_loop"] = True
     if len(evidence.loads) > 1:  # unset for one load, likewise
         header["loads"] = evidence.loads
     if evidence.groups:
@@ -234,6 +240,7 @@ class _Header(Model):
     classes: list[str]
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
+    open_loop: bool = False
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
     groups: dict[str, list[str | None]] | None = None
 
@@ -259,6 +266,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         header.classes,
         paired=header.paired,
         concurrency=header.concurrency,
+        open_loop=header.open_loop,
         loads=header.loads,
         groups=header.groups,
     )

@@ -59,7 +59,7 @@ def measurements(evidence: Evidence) -> Measurements:
     for sample in final:
         by_round[(sample.variant, sample.prompt_class, sample.round or 0)].append(sample)
     # the aggregate throughput, one value per round (its unit)
-    steady = steady_states(evidence.samples, evidence.concurrency)
+    steady = {} if evidence.open_loop else steady_states(evidence.samples, evidence.concurrency)
     for (variant, cls, _), group in sorted(by_round.items()) if timed(evidence) else []:
         if (throughput := window_throughput(group)) is not None:
             values[(variant, cls, "output_tok_s")].append(throughput)

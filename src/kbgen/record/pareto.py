@@ -49,9 +49,10 @@ class _Point:
 def front(evidence: Evidence, resamples: int = RESAMPLES) -> list[ParetoPoint]:
     """Every configuration of the evidence as a point, in the order of the loads and then of the
     variants, each on the front or dominated with confidence. Empty with fewer than two points,
-    and for evidence other than kbgen's own runs paired by prompt (`figures.timed`: kbgen's
-    client is the closed loop Little's law reads; an import's tool may have paced its requests)."""
-    if not (evidence.paired and timed(evidence)):
+    and for evidence other than kbgen's own closed-loop runs paired by prompt (`figures.timed`:
+    kbgen's closed loop is what Little's law reads; an open loop, or an import's tool, paces its
+    requests)."""
+    if evidence.open_loop or not (evidence.paired and timed(evidence)):
         return []
     units: dict[tuple[str, int], int] = {}
     points = []

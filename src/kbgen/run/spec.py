@@ -20,6 +20,7 @@ from kbgen.errors import InvalidInput
 from kbgen.kb import documents
 from kbgen.kb.models import (
     Api,
+    Arrivals,
     Hardware,
     Hypothesis,
     Load,
@@ -41,6 +42,7 @@ from kbgen.run import sweep as grid
 # the server. Requests: every request of a run is planned and its sample kept in memory while
 # the record is made; 100,000 is more than a day of requests at one a second.
 MAX_CONCURRENCY = 4096
+MAX_REQUEST_RATE = grid.MAX_RATE  # requests per second
 MAX_REQUESTS = 100_000
 MAX_REPEATS = 1000
 MAX_ROUNDS = 1000
@@ -215,7 +217,27 @@ class WorkloadSpec(Model):
         "run's own starts and windows took, would end after it.",
     )
     concurrency: Int = Field(
-        default=1, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once."
+        default=1,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="Requests in flight at once; with `request_rate`, the most in flight (as "
+        "`vllm bench serve --max-concurrency`): a request due while that many are in flight "
+        "waits, and its lag is kept.",
+    )
+    request_rate: Finite | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_REQUEST_RATE,
+        description="Requests per second, sent open loop at the times `arrivals` draws, whatever "
+        "is in flight (up to `concurrency`, which must then be given); each arm gets the same "
+        "times in a round and load level. Unset: closed loop, each request sent as soon as "
+        "`concurrency` lets it. A load level: `sweep: {workload.request_rate: [1, 2, 4]}`.",
+        examples=[4.0],
+    )
+    arrivals: Arrivals | None = Field(
+        default=None,
+        description="How requests arrive at `request_rate` (unset: Poisson, seed 0).",
+        examples=[{"process": "gamma", "burstiness": 0.5, "seed": 1}],
     )
     client_processes: ClientProcesses | Literal["auto"] = Field(
         default="auto",
@@ -238,6 +260,8 @@ class WorkloadSpec(Model):
         fail_at("WorkloadSpec", repeats_of("classes", self.classes))
         if self.max_minutes is not None and self.stop != "when-decided":
             fail_at("WorkloadSpec", [(("max_minutes",), "is a budget of `stop: when-decided`")])
+        if self.arrivals is not None and self.request_rate is None:
+            fail_at("WorkloadSpec", [(("arrivals",), "needs a `request_rate` to arrive at")])
         return self
 
 
@@ -349,13 +373,29 @@ class ExperimentSpec(Model):
     @model_validator(mode="after")
     def _expand_sweep(self) -> ExperimentSpec:
         """The sweep's server settings become variants, its loads the levels (`loads`)."""
-        if not self.sweep:
-            return self
         errors: list[tuple[tuple[str | int, ...], str]] = []
-        self.variants = grid.variants(self.baseline, self.variants, self.sweep, errors)
-        self._loads = grid.loads(self.sweep, errors)
+        if self.sweep:
+            self.variants = grid.variants(self.baseline, self.variants, self.sweep, errors)
+            self._loads = grid.loads(self.sweep, errors)
+        open_loop = self.workload.request_rate is not None or "workload.request_rate" in self.sweep
+        if open_loop and "concurrency" not in self.workload.model_fields_set:
+            message = (
+                "with a request rate, say how many requests may be in flight at most (as "
+                "`vllm bench serve --max-concurrency`): the default, 1, would hold them back"
+            )
+            errors.append((("workload", "concurrency"), message))
+        if "workload.request_rate" in self.sweep and "workload.concurrency" in self.sweep:
+            message = "a sweep varies the request rate or the concurrency, not both"
+            errors.append((("sweep", "workload.concurrency"), message))
         fail_at("ExperimentSpec", errors)
         return self
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether requests are sent at a request rate (at some load level, so at every one)."""
+        return self.workload.request_rate is not None or any(
+            "request_rate" in load for load in self._loads
+        )
 
     @property
     def loads(self) -> list[Load]:

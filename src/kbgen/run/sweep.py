@@ -16,9 +16,10 @@ from pydantic import JsonValue, ValidationError
 from kbgen.kb.models import Load, Variant
 
 # the workload's settings a load level may set, by their names in a path
-LOADS: dict[str, Literal["concurrency", "max_tokens"]] = {
+LOADS: dict[str, Literal["concurrency", "max_tokens", "request_rate"]] = {
     "concurrency": "concurrency",
     "max_tokens": "max_tokens",
+    "request_rate": "request_rate",
 }
 # short names of the settings users sweep most, for readable variant names (`ngram-k3`)
 SHORT = {
@@ -28,7 +29,7 @@ SHORT = {
 }
 WHERE = (
     "a sweep varies VARIANT.speculative_config.FIELD, VARIANT.args.--FLAG, "
-    "workload.concurrency or workload.max_tokens"
+    "workload.concurrency, workload.max_tokens or workload.request_rate"
 )
 
 Problems = list[tuple[tuple[str | int, ...], str]]
@@ -48,10 +49,20 @@ def _values(path: str, values: Sequence[JsonValue], problems: Problems) -> bool:
     return True
 
 
+MAX_RATE = 100_000  # requests per second, far more than one client keeps (bench/perf)
+
+
+def _rate(value: JsonValue) -> float | None:
+    """A swept request rate: a number of requests per second above 0, up to MAX_RATE."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if 0 < value <= MAX_RATE else None
+
+
 def loads(sweep: Mapping[str, Sequence[JsonValue]], problems: Problems) -> list[Load]:
     """The load levels of the sweep's client-side paths, every combination in path order
     (`[{}]`, one level, when it has none)."""
-    axes: list[tuple[Literal["concurrency", "max_tokens"], list[int]]] = []
+    axes: list[tuple[Literal["concurrency", "max_tokens", "request_rate"], list[Any]]] = []
     for path, values in sweep.items():
         part, _, name = path.partition(".")
         if part != "workload":
@@ -59,12 +70,20 @@ def loads(sweep: Mapping[str, Sequence[JsonValue]], problems: Problems) -> list[
         key = LOADS.get(name)
         if key is None:
             message = (
-                f"{name!r} is not a load: only concurrency and max_tokens change inside one "
-                "server start (anything else is a setting of the spec)"
+                f"{name!r} is not a load: only concurrency, max_tokens and request_rate change "
+                "inside one server start (anything else is a setting of the spec)"
             )
             problems.append((("sweep", path), message))
             continue
         if not _values(path, values, problems):
+            continue
+        if key == "request_rate":
+            rates = [rate for v in values if (rate := _rate(v)) is not None]
+            if len(rates) != len(values):
+                message = f"request_rate values are requests per second, above 0, to {MAX_RATE:g}"
+                problems.append((("sweep", path), message))
+                continue
+            axes.append((key, rates))
             continue
         counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 1]
         if len(counts) != len(values):

@@ -34,6 +34,7 @@ from kbgen.kb.models.base import (
     repeats_of,
 )
 from kbgen.kb.models.config import (
+    Arrivals,
     Config,
     DraftModelConfig,
     Engine,
@@ -97,6 +98,7 @@ __all__ = [
     "UNKNOWN",
     "VARIANT_PATTERN",
     "Api",
+    "Arrivals",
     "Artifact",
     "Best",
     "Cell",
