@@ -68,7 +68,7 @@ def test_a_swept_request_rate_is_a_load_level(tmp_path: Path) -> None:
             {"workload.request_rate": [1, -1]},
             "sweep.workload.request_rate",
             "requests per second",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_an_open_loop_that_cannot_run_is_a_located_error(
