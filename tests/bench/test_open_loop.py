@@ -17,6 +17,7 @@ from kbgen.record import compose, recompute, write
 from kbgen.run import arrivals
 from kbgen.run import spec as specs
 from kbgen.run.folder import RunFolder
+from kbgen.site import render
 from tests.bench.test_sweep import spec_data
 from tests.support.paced_server import Loads, PacedVllm, Switching
 
@@ -31,7 +32,7 @@ def load(tmp_path: Path, data: dict[str, Any]) -> specs.ExperimentSpec:
 
 def open_loop(tmp_path: Path, sweep: dict[str, Any] | None = None, **workload: Any) -> Any:
     """test_sweep's spec of 8 prompts, two arms, two rounds, sent open loop."""
-    data = spec_data(tmp_path, sweep or {}, rounds=2, order_seed=3, **workload)
+    data = spec_data(tmp_path, sweep or {}, **{"rounds": 2, "order_seed": 3, **workload})
     data["variants"]["ngram"] = {"speculative_config": NGRAM}
     return data
 
@@ -139,3 +140,33 @@ def test_a_record_keeps_the_rate_and_the_arrival_process(tmp_path: Path) -> None
     assert record.workload.concurrency == 4
     assert record.workload.arrivals is not None
     assert record.workload.arrivals.model_dump() == gamma
+
+
+@pytest.mark.timing
+def test_a_request_due_while_every_slot_is_busy_counts_its_wait(tmp_path: Path) -> None:
+    """At 100 requests/s and one request in flight at most (each takes over 40 ms on the paced
+    server), the schedule runs ahead of the client: each request waits for the slot, and its
+    TTFT from its scheduled time holds the wait that its TTFT from the send leaves out."""
+    data = open_loop(tmp_path, request_rate=100, concurrency=1, rounds=1)
+    data["workload"]["accept_time_confound"] = True
+    folder = run(tmp_path, data)
+    measured = [s for s in folder.samples() if s.repeat >= 0]
+    assert measured and all(s.on_schedule for s in measured)
+    for arm in ("baseline", "ngram"):
+        mine = sorted((s for s in measured if s.variant == arm), key=lambda s: s.scheduled_ns)
+        lags = [s.metrics()["lag_ms"] for s in mine]
+        assert lags[0] < lags[-1] and lags[-1] > 100  # 8 requests due in 70 ms, 40+ ms each
+        for s in mine:
+            m = s.metrics()
+            assert m["ttft_ms"] == pytest.approx(m["ttft_sent_ms"] + m["lag_ms"])
+    record, _ = compose.from_run(folder, "open-loop")
+    coding = record.measurements["baseline"]["coding"]
+    sent, lag = coding["ttft_sent_ms"].mean, coding["lag_ms"].mean
+    assert coding["ttft_ms"].mean == pytest.approx(sent + lag, rel=1e-4) and lag > 0
+    pages = render.record_pages(render.environment(None), record, "records/open-loop.yaml", {})
+    page = "\n".join(pages.values())
+    assert "Sent open loop at 100 requests/s: `ttft_ms` and `e2e_ms` count from" in page
+    assert "| `lag_ms` (ms) | baseline |" in page
+    (tmp_path / "closed").mkdir()
+    closed = run(tmp_path / "closed", open_loop(tmp_path / "closed"))
+    assert all(s.on_schedule is None and "lag_ms" not in s.metrics() for s in closed.samples())

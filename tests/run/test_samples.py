@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from kbgen.bench.client import SSEParser
-from kbgen.run.samples import Sample, request_metrics
+from kbgen.run.samples import Sample, on_schedule, request_metrics
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm"
 MS = 1_000_000  # ns
@@ -122,6 +122,23 @@ def test_request_metrics(sample: Sample, expected: dict[str, object]) -> None:
     for key, value in expected.items():
         assert got[key] == pytest.approx(value), key
     assert sample.metrics() == got
+
+
+def test_a_request_sent_on_a_schedule_counts_its_latency_from_its_time_in_it() -> None:
+    """Due at 1,000 ms, sent at 1,300 (the client's slots were full): TTFT and E2E from 1,000 —
+    coordinated omission corrected — and from the send beside them, the lag between the two."""
+    sent_late = _sample([1340, 1350, 1360], [1, 1, 1], 3, sent_ms=1300)
+    closed = request_metrics(sent_late)
+    assert closed["ttft_ms"] == pytest.approx(40) and "lag_ms" not in closed
+    due = sent_late.model_copy(update={"scheduled_ns": sent_late.scheduled_ns - 300 * MS})
+    assert request_metrics(due) == closed  # not sent on a schedule: counted from the send
+    scheduled = on_schedule(due)
+    got = request_metrics(scheduled)
+    assert got["ttft_ms"] == pytest.approx(340) and got["e2e_ms"] == pytest.approx(360)
+    assert got["ttft_sent_ms"] == pytest.approx(40) and got["e2e_sent_ms"] == pytest.approx(60)
+    assert got["lag_ms"] == pytest.approx(300)
+    for same in ("tpot_ms", "decode_tok_s", "itl_ms", "chunk_gap_ms"):  # between tokens
+        assert got[same] == pytest.approx(closed[same]), same
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ from kbgen.run.models import (
     VariantRun,
     Window,
 )
-from kbgen.run.samples import Sample
+from kbgen.run.samples import Sample, on_schedule
 from kbgen.run.spec import ExperimentSpec, WorkloadSpec, check_requests
 
 
@@ -526,7 +526,7 @@ class _Run:
             rate, start = workload.request_rate, time.perf_counter_ns()
             due = arrivals.offsets(workload.arrivals, rate, len(jobs), todo[0].round, todo[0].level)
             jobs = [
-                replace(job, due_ns=start + round(s * 1e9))
+                replace(job, due_ns=start + round(s * 1e9), sample=on_schedule(job.sample))
                 for job, s in zip(jobs, due, strict=True)
             ]
 

@@ -24,7 +24,13 @@ from kbgen.run import counters
 from kbgen.run.samples import Sample, clock_of
 
 SIGNIFICANT = 6  # digits kept on a record: enough to recompute, short enough to read
-PER_REQUEST: tuple[MeasuredMetric, ...] = ("decode_tok_s", "ttft_ms", "tpot_ms", "e2e_ms")
+PER_REQUEST: tuple[MeasuredMetric, ...] = (
+    "decode_tok_s",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    *("ttft_sent_ms", "e2e_sent_ms", "lag_ms"),  # an open loop's (`run.samples`)
+)
 PER_TOKEN: tuple[MeasuredMetric, ...] = ("itl_ms", "chunk_gap_ms")
 # a class's aggregate throughput per round: over its whole window, and over the window's steady
 # state (at concurrency > 1)

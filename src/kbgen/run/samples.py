@@ -41,6 +41,12 @@ class Sample(BaseModel):
         "spread over several machines, from 0; None on one machine. Arms pair within a block.",
     )
     scheduled_ns: Int = Field(description="When the request was due to be sent.")
+    on_schedule: Bool | None = Field(
+        default=None,
+        description="Sent open loop, at a request rate: `scheduled_ns` is its time in the "
+        "schedule, and its TTFT and end-to-end latency count from then (the wait for a free "
+        "slot included: no coordinated omission); None: sent as soon as a stream was free.",
+    )
     sent_ns: Int = Field(description="Just before the request was written to the socket.")
     chunk_ns: list[Int] = Field(
         default_factory=list, description="Arrival time of every token-bearing stream chunk."
@@ -94,15 +100,28 @@ class Sample(BaseModel):
         return request_metrics(self)
 
 
+def on_schedule(sample: Sample) -> Sample:
+    """`sample` as an open loop sends it: at its scheduled time."""
+    return sample.model_copy(update={"on_schedule": True})
+
+
 def request_metrics(sample: Sample) -> dict[str, Any]:
-    """TTFT, E2E, TPOT, decode rate, per-token ITL and chunk gaps of one successful request."""
+    """TTFT, E2E, TPOT, decode rate, per-token ITL and chunk gaps of one successful request.
+
+    A request sent on a schedule counts TTFT and E2E from its scheduled time, and keeps them
+    from its send too (`ttft_sent_ms`, `e2e_sent_ms`) with the client's lag between the two.
+    """
     if not sample.ok or not sample.chunk_ns:
         return {}
     ms = 1e-6
-    ttft = (sample.chunk_ns[0] - sample.sent_ns) * ms
-    e2e = (sample.chunk_ns[-1] - sample.sent_ns) * ms
+    since = sample.scheduled_ns if sample.on_schedule else sample.sent_ns
+    ttft = (sample.chunk_ns[0] - since) * ms
+    e2e = (sample.chunk_ns[-1] - since) * ms
     n = sample.output_tokens if sample.output_tokens is not None else sum(sample.chunk_tokens)
     out: dict[str, Any] = {"ttft_ms": ttft, "e2e_ms": e2e, "output_tokens": n}
+    if sample.on_schedule:
+        lag = (sample.sent_ns - sample.scheduled_ns) * ms
+        out |= {"ttft_sent_ms": ttft - lag, "e2e_sent_ms": e2e - lag, "lag_ms": lag}
     if n > 1 and e2e > ttft:
         out["tpot_ms"] = (e2e - ttft) / (n - 1)
         out["decode_tok_s"] = (n - 1) / ((e2e - ttft) / 1000)
