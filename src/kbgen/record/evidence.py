@@ -45,9 +45,6 @@ class Evidence:
     paired: bool = True
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
-    # sent open loop, at a request rate (a kbgen run's): the closed loop's figures (a window's
-    # steady state, throughput by Little's law) do not apply
-    open_loop: bool = False
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
     # class -> each prompt's group (by prompt index), where the suite names them
     groups: dict[str, list[str | None]] | None = None
@@ -61,6 +58,12 @@ class Evidence:
     def challengers(self) -> list[str]:
         """Every variant judged against the baseline, in order."""
         return [v for v in self.variants if v != self.baseline]
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether its requests were sent at a request rate (each sample says so): the closed
+        loop's figures (a window's steady state, throughput by Little's law) do not apply."""
+        return any(s.on_schedule for s in self.samples)
 
     def concurrency_at(self, level: int) -> int:
         """The streams the client ran at load level `level`."""
@@ -161,7 +164,6 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         windows=windows,
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
-        open_loop=spec.open_loop,
         loads=spec.loads,
         groups=meta.groups,
     )
@@ -190,8 +192,6 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["paired"] = False
     if evidence.concurrency > 1:  # unset for one stream: its samples files keep their bytes
         header["concurrency"] = evidence.concurrency
-    if evidence.open_loop:  # unset for a closed loop, likewise
-        header["open_loop"] = True
     if len(evidence.loads) > 1:  # unset for one load, likewise
         header["loads"] = evidence.loads
     if evidence.groups:
@@ -240,7 +240,6 @@ class _Header(Model):
     classes: list[str]
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
-    open_loop: bool = False
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
     groups: dict[str, list[str | None]] | None = None
 
@@ -266,7 +265,6 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         header.classes,
         paired=header.paired,
         concurrency=header.concurrency,
-        open_loop=header.open_loop,
         loads=header.loads,
         groups=header.groups,
     )

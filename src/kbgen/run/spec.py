@@ -377,8 +377,7 @@ class ExperimentSpec(Model):
         if self.sweep:
             self.variants = grid.variants(self.baseline, self.variants, self.sweep, errors)
             self._loads = grid.loads(self.sweep, errors)
-        open_loop = self.workload.request_rate is not None or "workload.request_rate" in self.sweep
-        if open_loop and "concurrency" not in self.workload.model_fields_set:
+        if self.open_loop and "concurrency" not in self.workload.model_fields_set:
             message = (
                 "with a request rate, say how many requests may be in flight at most (as "
                 "`vllm bench serve --max-concurrency`): the default, 1, would hold them back"

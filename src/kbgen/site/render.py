@@ -195,10 +195,6 @@ def _no_huge_width(template: str) -> None:
         raise SecurityError("a format with a width of a million or more")
 
 
-def _bytecode_cache(folder: Path) -> jinja2.BytecodeCache:
-    return _Compiled(str(folder))
-
-
 class _Compiled(jinja2.FileSystemBytecodeCache):
     """Jinja's bytecode cache in a folder made when a template is first kept (a cache cleared
     meanwhile is made again); one that cannot be kept is compiled again next time, no error."""
@@ -254,7 +250,7 @@ def environment(templates: Path | None, compiled: Path | None = None) -> jinja2.
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=None if compiled is None else _bytecode_cache(compiled),
+        bytecode_cache=None if compiled is None else _Compiled(str(compiled)),
     )
     env.filters.update(
         markdown=markdown,
