@@ -13,6 +13,7 @@ import yaml
 
 from kbgen.bench import driver as bench
 from kbgen.errors import InvalidInput
+from kbgen.kb.models import Arrivals
 from kbgen.record import compose, recompute, write
 from kbgen.run import arrivals
 from kbgen.run import spec as specs
@@ -43,6 +44,9 @@ def test_a_swept_request_rate_is_a_load_level(tmp_path: Path) -> None:
     assert spec.workload_at(1).request_rate == 0.5 and spec.workload_at(1).concurrency == 8
     closed = load(tmp_path, open_loop(tmp_path))
     assert not closed.open_loop and closed.workload.request_rate is None
+    bursty = {"process": "gamma", "burstiness": 0.5}  # arriving at the swept rates
+    swept = open_loop(tmp_path, {"workload.request_rate": [2]}, concurrency=8, arrivals=bursty)
+    assert load(tmp_path, swept).workload.arrivals == Arrivals(**bursty)
 
 
 @pytest.mark.parametrize(
@@ -154,19 +158,28 @@ def test_a_request_due_while_every_slot_is_busy_counts_its_wait(tmp_path: Path) 
     assert measured and all(s.on_schedule for s in measured)
     for arm in ("baseline", "ngram"):
         mine = sorted((s for s in measured if s.variant == arm), key=lambda s: s.scheduled_ns)
-        lags = [s.metrics()["lag_ms"] for s in mine]
-        assert lags[0] < lags[-1] and lags[-1] > 100  # 8 requests due in 70 ms, 40+ ms each
+        waits = [s.metrics()["slot_wait_ms"] for s in mine]
+        assert waits[0] < waits[-1] and waits[-1] > 100  # 8 requests due in 70 ms, 40+ ms each
         for s in mine:
             m = s.metrics()
-            assert m["ttft_ms"] == pytest.approx(m["ttft_sent_ms"] + m["lag_ms"])
+            assert m["ttft_ms"] == pytest.approx(
+                m["ttft_sent_ms"] + m["slot_wait_ms"] + m["lag_ms"]
+            )
     record, _ = compose.from_run(folder, "open-loop")
     coding = record.measurements["baseline"]["coding"]
-    sent, lag = coding["ttft_sent_ms"].mean, coding["lag_ms"].mean
-    assert coding["ttft_ms"].mean == pytest.approx(sent + lag, rel=1e-4) and lag > 0
+    sent, wait = coding["ttft_sent_ms"].mean, coding["slot_wait_ms"].mean
+    lag = coding["lag_ms"].mean
+    assert coding["ttft_ms"].mean == pytest.approx(sent + wait + lag, rel=1e-4) and wait > lag
+    for kept in record.schedule:  # one at a time, the schedule ran ahead: achieved far under
+        assert kept.offered_rps == 100 and 0 < kept.achieved_rps < 50
+        assert kept.slot_wait_p99_ms > 100 and kept.requests == 8
+    assert {kept.variant for kept in record.schedule} == {"baseline", "ngram"}
     pages = render.record_pages(render.environment(None), record, "records/open-loop.yaml", {})
     page = "\n".join(pages.values())
-    assert "Sent open loop at 100 requests/s: `ttft_ms` and `e2e_ms` count from" in page
-    assert "| `lag_ms` (ms) | baseline |" in page
+    assert "Sent open loop: `ttft_ms` and `e2e_ms` count from" in page
+    assert "wait for a free slot under the concurrency cap of 1" in page
+    assert "| `slot_wait_ms` (ms) | baseline |" in page
+    assert "| baseline | – | 100 |" in page
     (tmp_path / "closed").mkdir()
     closed = run(tmp_path / "closed", open_loop(tmp_path / "closed"))
     assert all(s.on_schedule is None and "lag_ms" not in s.metrics() for s in closed.samples())

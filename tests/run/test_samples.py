@@ -136,7 +136,11 @@ def test_a_request_sent_on_a_schedule_counts_its_latency_from_its_time_in_it() -
     got = request_metrics(scheduled)
     assert got["ttft_ms"] == pytest.approx(340) and got["e2e_ms"] == pytest.approx(360)
     assert got["ttft_sent_ms"] == pytest.approx(40) and got["e2e_sent_ms"] == pytest.approx(60)
-    assert got["lag_ms"] == pytest.approx(300)
+    assert got["lag_ms"] == pytest.approx(300) and got["slot_wait_ms"] == 0  # no slot time kept
+    ready = scheduled.sent_ns - 20 * MS  # a slot took it 280 ms late, sent 20 ms after that
+    waited = request_metrics(scheduled.model_copy(update={"ready_ns": ready}))
+    assert waited["slot_wait_ms"] == pytest.approx(280) and waited["lag_ms"] == pytest.approx(20)
+    assert waited["ttft_ms"] == pytest.approx(340) and waited["ttft_sent_ms"] == pytest.approx(40)
     for same in ("tpot_ms", "decode_tok_s", "itl_ms", "chunk_gap_ms"):  # between tokens
         assert got[same] == pytest.approx(closed[same]), same
 

@@ -46,11 +46,13 @@ class Job:
     due_ns: int | None = None  # open loop: when it is due (`time.perf_counter_ns`, one clock)
 
 
-async def _when_due(due_ns: int | None) -> int:
-    """Wait until `due_ns` (None: now); the time it was due, the request's scheduled time."""
+async def _when_due(due_ns: int | None, sample: Sample) -> int:
+    """Wait until `due_ns` (None: now); the time it was due, the request's scheduled time. On
+    a schedule, `sample` keeps when its slot took it (`ready_ns`: any wait for a slot before)."""
     now = time.perf_counter_ns()
     if due_ns is None:
         return now
+    sample.ready_ns = now
     if due_ns > now:
         await asyncio.sleep((due_ns - now) / 1e9)
     return due_ns
@@ -101,7 +103,7 @@ class InProcess:
             nonlocal stopped
             while queue and not stopped:
                 job = queue.pop()
-                scheduled = await _when_due(job.due_ns)
+                scheduled = await _when_due(job.due_ns, job.sample)
                 sample = await self.client.stream(
                     job.api, job.body, job.sample, scheduled, job.usage
                 )
@@ -309,7 +311,7 @@ class _Batch:
     async def _slot(self) -> None:
         while (job := await self.queue.get()) is not None:
             sample = Sample.model_validate(job["sample"])
-            scheduled = await _when_due(job.get("due_ns"))
+            scheduled = await _when_due(job.get("due_ns"), sample)
             await self.client.stream(job["api"], job["body"], sample, scheduled, job["usage"])
             self.out.write(sample.model_dump_json().encode() + b"\n")  # at once, never blocking
 

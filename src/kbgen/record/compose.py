@@ -34,7 +34,7 @@ from kbgen.kb.models import (
     Workload,
     baseline_first,
 )
-from kbgen.record import confounds, cost, figures, verdict
+from kbgen.record import confounds, cost, figures, schedule, verdict
 from kbgen.record import importers as imports
 from kbgen.record.evidence import Evidence, evidence_of_run
 from kbgen.run.counters import Counters, SpecDecodeCounters
@@ -143,6 +143,8 @@ def from_run(
         if (e := next(filter(None, (of_folder(f, v) for f in parts or [run])), None)) is not None
     }
     caveats += confounds.caveats(spec.baseline, spec.variants, effective)
+    kept = schedule.kept(evidence)
+    caveats += schedule.caveats(kept)
     startup_s = {  # to a tenth of a second: a start-up takes seconds to hours
         v: [round(s, 1) for s in meta.variants[v].startup_s]
         for v in order
@@ -183,6 +185,7 @@ def from_run(
         measurements=figures.measurements(evidence),
         **figures.known(by_load=figures.by_load(evidence) or None),
         spec_decode=figures.spec_decode(evidence),
+        **figures.known(schedule=kept or None),
         verdict=verdict.judge(
             evidence,
             hypothesis,

@@ -23,7 +23,7 @@ from kbgen.bench.totals import totals as run_totals
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Load, Model, baseline_first
-from kbgen.kb.numbers import Int
+from kbgen.kb.numbers import Finite, Int
 from kbgen.kb.problems import problems_of
 from kbgen.run.counters import Counters
 from kbgen.run.folder import MAX_SAMPLES_BYTES, RunFolder
@@ -45,6 +45,7 @@ class Evidence:
     paired: bool = True
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
+    request_rate: float | None = None  # an open loop's rate, where its loads do not set one
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
     # class -> each prompt's group (by prompt index), where the suite names them
     groups: dict[str, list[str | None]] | None = None
@@ -64,6 +65,12 @@ class Evidence:
         """Whether its requests were sent at a request rate (each sample says so): the closed
         loop's figures (a window's steady state, throughput by Little's law) do not apply."""
         return any(s.on_schedule for s in self.samples)
+
+    def rate_at(self, level: int) -> float | None:
+        """The requests per second the schedule offered at load level `level` (None: closed
+        loop)."""
+        rate = self.loads[level].get("request_rate", self.request_rate)
+        return None if rate in (None, "inf") else float(rate)
 
     def concurrency_at(self, level: int) -> int:
         """The streams the client ran at load level `level`."""
@@ -164,6 +171,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         windows=windows,
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
+        request_rate=spec.workload.request_rate,
         loads=spec.loads,
         groups=meta.groups,
     )
@@ -192,6 +200,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["paired"] = False
     if evidence.concurrency > 1:  # unset for one stream: its samples files keep their bytes
         header["concurrency"] = evidence.concurrency
+    if evidence.request_rate is not None:  # an open loop's, likewise
+        header["request_rate"] = evidence.request_rate
     if len(evidence.loads) > 1:  # unset for one load, likewise
         header["loads"] = evidence.loads
     if evidence.groups:
@@ -213,6 +223,7 @@ def samples_bytes(evidence: Evidence) -> bytes:
             update={
                 "error": s.error and redact.text(s.error),  # a server's message may quote secrets
                 "scheduled_ns": s.scheduled_ns - base,
+                "ready_ns": None if s.ready_ns is None else s.ready_ns - base,
                 "sent_ns": s.sent_ns - base,
                 "chunk_ns": [t - base for t in s.chunk_ns],
                 "done_ns": None if s.done_ns is None else s.done_ns - base,
@@ -240,6 +251,7 @@ class _Header(Model):
     classes: list[str]
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
+    request_rate: Finite | None = Field(default=None, gt=0)
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
     groups: dict[str, list[str | None]] | None = None
 
@@ -265,6 +277,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         header.classes,
         paired=header.paired,
         concurrency=header.concurrency,
+        request_rate=header.request_rate,
         loads=header.loads,
         groups=header.groups,
     )

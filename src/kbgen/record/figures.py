@@ -29,7 +29,7 @@ PER_REQUEST: tuple[MeasuredMetric, ...] = (
     "ttft_ms",
     "tpot_ms",
     "e2e_ms",
-    *("ttft_sent_ms", "e2e_sent_ms", "lag_ms"),  # an open loop's (`run.samples`)
+    *("ttft_sent_ms", "e2e_sent_ms", "slot_wait_ms", "lag_ms"),  # an open loop's (`run.samples`)
 )
 PER_TOKEN: tuple[MeasuredMetric, ...] = ("itl_ms", "chunk_gap_ms")
 # a class's aggregate throughput per round: over its whole window, and over the window's steady

@@ -27,6 +27,7 @@ RECOMPUTED: dict[str, Any] = {
     "measurements": True,
     "by_load": True,
     "spec_decode": True,
+    "schedule": True,
     "verdict": {
         "outcome": True,
         "variant": True,
@@ -98,7 +99,11 @@ def update(path: Path) -> list[str]:
     doc = store.load_document(path)
     sections = [s for s in (*RECOMPUTED, "verdict") if s in fresh.model_fields_set]
     updates = fresh.model_dump(mode="json", exclude_none=True, include=set(sections))
-    changed = [s for s in updates if store.plain(doc.data.get(s)) != updates[s]]
+    changed = [
+        s
+        for s in updates
+        if store.plain(doc.data.get(s)) != updates[s] and (s in doc.data or updates[s])
+    ]  # a section left out reads as empty
     if not changed:
         return []
     for section in changed:
@@ -121,7 +126,7 @@ def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
     recomputed the problems that say why (none: nothing to recompute, its figures taken as
     reported or imported as summaries)."""
     # the statistics: imported where a record is recomputed, not where `inputs` are compared
-    from kbgen.record import confounds, figures, verdict
+    from kbgen.record import confounds, figures, schedule, verdict
     from kbgen.record.evidence import read_samples, read_samples_file
 
     record = documents.load_model(path, Record)
@@ -156,6 +161,7 @@ def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
             "measurements": figures.measurements(evidence),
             "by_load": figures.by_load(evidence),
             "spec_decode": figures.spec_decode(evidence),
+            "schedule": schedule.kept(evidence),
             "verdict": verdict.judge(
                 evidence,
                 record.hypothesis,

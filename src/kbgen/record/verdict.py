@@ -24,7 +24,7 @@ from kbgen.kb.models import (
     Unit,
     Verdict,
 )
-from kbgen.record import anytime, best, class_verdict, pareto, rule, rule_words
+from kbgen.record import anytime, best, class_verdict, pareto, rule, rule_words, schedule
 from kbgen.record.drifts import request_mean as _mean
 from kbgen.record.evidence import Attempts, Evidence, at_level
 from kbgen.record.figures import known, rounded, window_throughput
@@ -445,16 +445,17 @@ def _decide(
     kept = {
         arm: [s for s in case.samples[arm] if keep is None or paired_by(s) in keep] for arm in arms
     }
-    baseline, variant = (_cells(kept[arm], metric, unit) for arm in arms)
-    values = rule.Values(arms, (baseline, variant), metric, unit)
-    _tell(cls, rule.on_values(values), reasons, notes)
-    if not values.paired:
-        return None
-    if unit == "request":
-        decided, raised = class_verdict.unpaired(
-            *values.cells, hypothesis, confidence, time_confound_ok
-        )
-    else:
+
+    def decide_on(
+        kept: dict[str, list[Sample]], tell: bool = True
+    ) -> tuple[ClassVerdict, list[str]] | None:
+        baseline, variant = (_cells(kept[arm], metric, unit) for arm in arms)
+        values = rule.Values(arms, (baseline, variant), metric, unit)
+        _tell(cls, rule.on_values(values), reasons if tell else [], notes if tell else [])
+        if not values.paired:
+            return None
+        if unit == "request":
+            return class_verdict.unpaired(*values.cells, hypothesis, confidence, time_confound_ok)
         groups = None
         if named is not None and unit == "prompt":
             groups = {
@@ -462,15 +463,21 @@ def _decide(
                 for s in [*kept[arms[0]], *kept[arms[1]]]
                 if s.prompt_index < len(named) and (g := named[s.prompt_index]) is not None
             }
-        decided, raised = class_verdict.decide(
+        return class_verdict.decide(
             *values.cells, hypothesis, unit, confidence, design, time_confound_ok, groups
         )
+
+    found_here = decide_on(kept)
+    if found_here is None:
+        return None
+    decided, raised = found_here
     notes += [f"{cls}: {c}" for c in raised]
-    if found.hold:  # more prompts would not lift it: no prompts_needed
+    hold = found.hold or schedule.lag_holds(kept, metric, decided, decide_on)
+    if hold:  # more prompts would not lift it: no prompts_needed
         decided = decided.model_copy(
             update={
                 "outcome": Outcome.INCONCLUSIVE.value,  # as validation stores it
-                "reason": found.hold,
+                "reason": hold,
                 "prompts_needed": None,
             }
         )

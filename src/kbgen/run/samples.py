@@ -47,6 +47,12 @@ class Sample(BaseModel):
         "schedule, and its TTFT and end-to-end latency count from then (the wait for a free "
         "slot included: no coordinated omission); None: sent as soon as a stream was free.",
     )
+    ready_ns: Int | None = Field(
+        default=None,
+        description="Sent open loop: when a sender slot took the request (a slot free under "
+        "`concurrency`); later than `scheduled_ns` when it waited for one. None: not kept "
+        "(sent as soon as a stream was free, or by a run before it was kept).",
+    )
     sent_ns: Int = Field(description="Just before the request was written to the socket.")
     chunk_ns: list[Int] = Field(
         default_factory=list, description="Arrival time of every token-bearing stream chunk."
@@ -84,6 +90,8 @@ class Sample(BaseModel):
         times = [self.sent_ns, *self.chunk_ns, *([] if self.done_ns is None else [self.done_ns])]
         if times != sorted(times):
             raise ValueError("times out of order: sent_ns <= chunk_ns, in order, <= done_ns")
+        if self.ready_ns is not None and self.ready_ns > self.sent_ns:
+            raise ValueError("times out of order: ready_ns <= sent_ns")
         if self.chunk_tokens and len(self.chunk_tokens) != len(self.chunk_ns):
             raise ValueError(
                 f"chunk_tokens holds {len(self.chunk_tokens)} counts for "
@@ -109,7 +117,9 @@ def request_metrics(sample: Sample) -> dict[str, Any]:
     """TTFT, E2E, TPOT, decode rate, per-token ITL and chunk gaps of one successful request.
 
     A request sent on a schedule counts TTFT and E2E from its scheduled time, and keeps them
-    from its send too (`ttft_sent_ms`, `e2e_sent_ms`) with the client's lag between the two.
+    from its send too (`ttft_sent_ms`, `e2e_sent_ms`). The time between the two is the wait
+    for a free slot under `concurrency` (`slot_wait_ms`: the load's queue at the client) and
+    the client's own lag (`lag_ms`: a slot free, the request not yet sent), `schedule_lag_ns`.
     """
     if not sample.ok or not sample.chunk_ns:
         return {}
@@ -120,8 +130,9 @@ def request_metrics(sample: Sample) -> dict[str, Any]:
     n = sample.output_tokens if sample.output_tokens is not None else sum(sample.chunk_tokens)
     out: dict[str, Any] = {"ttft_ms": ttft, "e2e_ms": e2e, "output_tokens": n}
     if sample.on_schedule:
-        lag = (sample.sent_ns - sample.scheduled_ns) * ms
-        out |= {"ttft_sent_ms": ttft - lag, "e2e_sent_ms": e2e - lag, "lag_ms": lag}
+        wait, lag = (x * ms for x in schedule_lag_ns(sample))
+        out |= {"ttft_sent_ms": ttft - wait - lag, "e2e_sent_ms": e2e - wait - lag}
+        out |= {"slot_wait_ms": wait, "lag_ms": lag}
     if n > 1 and e2e > ttft:
         out["tpot_ms"] = (e2e - ttft) / (n - 1)
         out["decode_tok_s"] = (n - 1) / ((e2e - ttft) / 1000)
@@ -138,6 +149,15 @@ def request_metrics(sample: Sample) -> dict[str, Any]:
         for _ in range(tokens)
     ]
     return out
+
+
+def schedule_lag_ns(sample: Sample) -> tuple[int, int]:
+    """An open-loop request's delay from its scheduled time to its send, in two: the wait for
+    a free slot (from the scheduled time to when a slot took it, none if one was free), and
+    the client's own lag after that. Without `ready_ns`, all of it is the client's lag."""
+    ready = sample.scheduled_ns if sample.ready_ns is None else sample.ready_ns
+    start = max(sample.scheduled_ns, ready)
+    return start - sample.scheduled_ns, sample.sent_ns - start
 
 
 UNIT_STRIDE = 1_000_000  # more prompts than a class can hold (`spec.MAX_REQUESTS`)

@@ -260,8 +260,6 @@ class WorkloadSpec(Model):
         fail_at("WorkloadSpec", repeats_of("classes", self.classes))
         if self.max_minutes is not None and self.stop != "when-decided":
             fail_at("WorkloadSpec", [(("max_minutes",), "is a budget of `stop: when-decided`")])
-        if self.arrivals is not None and self.request_rate is None:
-            fail_at("WorkloadSpec", [(("arrivals",), "needs a `request_rate` to arrive at")])
         return self
 
 
@@ -383,6 +381,9 @@ class ExperimentSpec(Model):
                 "`vllm bench serve --max-concurrency`): the default, 1, would hold them back"
             )
             errors.append((("workload", "concurrency"), message))
+        if self.workload.arrivals is not None and not self.open_loop:
+            message = "needs a `request_rate` (the workload's, or a swept one) to arrive at"
+            errors.append((("workload", "arrivals"), message))
         if "workload.request_rate" in self.sweep and "workload.concurrency" in self.sweep:
             message = "a sweep varies the request rate or the concurrency, not both"
             errors.append((("sweep", "workload.concurrency"), message))

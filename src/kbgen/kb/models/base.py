@@ -68,8 +68,11 @@ MetricName = Literal[
 # sent, the class's tokens arriving in it over the time in it its requests were in flight
 # (record.figures.steady_states); omitted at concurrency 1, where it is the whole window.
 # An open loop's requests count TTFT and E2E from their scheduled time; beside them, from their
-# send (`ttft_sent_ms`, `e2e_sent_ms`), and the client's lag between the two (`lag_ms`).
-MeasuredMetric = Literal[MetricName, "steady_output_tok_s", "ttft_sent_ms", "e2e_sent_ms", "lag_ms"]
+# send (`ttft_sent_ms`, `e2e_sent_ms`), and between the two the wait for a free slot under the
+# concurrency (`slot_wait_ms`) and the client's own lag (`lag_ms`).
+MeasuredMetric = Literal[
+    MetricName, "steady_output_tok_s", "ttft_sent_ms", "e2e_sent_ms", "slot_wait_ms", "lag_ms"
+]
 Api = Literal["completions", "chat"]
 # Requests started per second: `inf`, each as soon as the concurrency lets it start
 RequestRate = Annotated[Finite, Field(gt=0)] | Literal["inf"]
@@ -99,6 +102,7 @@ METRIC_UNITS: dict[str, str] = {
     "steady_output_tok_s": "tok/s",
     "ttft_sent_ms": "ms",
     "e2e_sent_ms": "ms",
+    "slot_wait_ms": "ms",
     "lag_ms": "ms",
     "ttft_ms": "ms",
     "tpot_ms": "ms",

@@ -30,7 +30,13 @@ from kbgen.kb.models.config import (
     Workload,
 )
 from kbgen.kb.models.hypothesis import Hypothesis
-from kbgen.kb.models.results import LoadMeasurements, Measurements, SpecDecodeStats, Verdict
+from kbgen.kb.models.results import (
+    LoadMeasurements,
+    Measurements,
+    Schedule,
+    SpecDecodeStats,
+    Verdict,
+)
 from kbgen.kb.numbers import Count, Finite, Int, NonNegative
 
 
@@ -299,6 +305,11 @@ class Record(Model):
     )
     spec_decode: dict[VariantName, SpecDecodeStats] = Field(
         default_factory=dict, description="Speculative-decoding statistics per variant."
+    )
+    schedule: list[Schedule] = Field(
+        default_factory=list,
+        description="Sent open loop: how each arm's schedule was kept at each load level (the "
+        "offered rate beside the achieved one, the client's lag).",
     )
     verdict: Verdict | None = Field(default=None, description="Required once concluded.")
     decision: Markdown | None = Field(default=None, description="What was decided.")

@@ -54,6 +54,31 @@ class LoadMeasurements(Model):
     )
 
 
+class Schedule(Model):
+    """How an open loop kept its schedule: one arm at one load level, over its windows."""
+
+    variant: VariantName = Field(description="The arm.")
+    load: Load = Field(default_factory=Load, description="The load level ({}: the one load).")
+    offered_rps: Finite = Field(gt=0, description="Requests per second the schedule asked for.")
+    achieved_rps: NonNegative = Field(
+        description="Requests completed per second: each window's successful requests over its "
+        "span (first scheduled time to last end), averaged over the windows."
+    )
+    requests: Count = Field(description="Requests sent, failed ones included.")
+    slot_wait_p99_ms: NonNegative = Field(
+        description="99th percentile of the wait for a free slot under the concurrency cap."
+    )
+    lag_p99_ms: NonNegative = Field(
+        description="99th percentile of the client's own lag: a slot free, the request not yet "
+        "sent."
+    )
+    behind: list[Count] = Field(
+        default_factory=list,
+        description="The rounds (from 0) whose windows' lag p99 went over the bound the verdict "
+        "states: the client fell behind its schedule there.",
+    )
+
+
 class SpecDecodeStats(Model):
     """Speculative-decoding counters of one variant, from vLLM's `/metrics` deltas."""
 
