@@ -6,6 +6,10 @@
 #   bench/gpu/run.sh install                unpack, pip install into /tmp/site, convert the model
 #   bench/gpu/run.sh padded                 SmolLM2 with 12 heads (bench/vllm/pad_heads.py): one
 #                                           that divides over 2 GPUs (its 9 divide over none)
+#   bench/gpu/run.sh stretched [LAYERS]     SmolLM2 with LAYERS (120) silent decoder layers
+#                                           appended (bench/vllm/stretch_layers.py, checked on
+#                                           the GPU in float32): the same tokens through 5 times
+#                                           the layers, into /tmp/models/smollm2-135m-stretched
 #   bench/gpu/run.sh bench SPEC OUT_DIR     kbgen bench SPEC; the run folder, what the machine
 #                                           is (nvidia-smi, versions) and the spec's --estimate
 #                                           from records/ packed into OUT_DIR
@@ -73,6 +77,10 @@ padded)
     python3 "$ROOT/bench/vllm/pad_heads.py" "$MODELS/smollm2-135m-instruct" \
         "$MODELS/smollm2-135m-instruct-12h" --heads 12
     took "padded" ;;
+stretched)
+    python3 "$ROOT/bench/vllm/stretch_layers.py" "$MODELS/smollm2-135m-instruct" \
+        "$MODELS/smollm2-135m-stretched" --append "${2:-120}" --check
+    took "stretched" ;;
 bench)
     spec="$2" out="$3" name="$(basename "$2" .yaml)"
     mkdir -p "$out" "$RUNS"
