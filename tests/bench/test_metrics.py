@@ -161,12 +161,14 @@ def test_requests_finished_by_reason(arm: str) -> None:
 def test_baseline_window_has_no_spec_decode() -> None:
     out = _window("baseline")
     assert out.spec_decode is None
-    # as summary.json and a samples file keep it: the old keys, in their order, and no spec_decode
+    # as summary.json and a samples file keep it: its keys, in their order, and no spec_decode
     assert list(out.model_dump(exclude_unset=True)) == [
         "generation_tokens",
         "prompt_tokens",
         "preemptions",
         "requests_finished",
+        "prefix_cache_queries",
+        "prefix_cache_hits",
     ]
 
 
@@ -177,6 +179,8 @@ def test_ngram_window_keeps_its_keys_in_order() -> None:
         "prompt_tokens",
         "preemptions",
         "requests_finished",
+        "prefix_cache_queries",
+        "prefix_cache_hits",
         "spec_decode",
     ]
     assert list(out["spec_decode"]) == [
@@ -188,6 +192,15 @@ def test_ngram_window_keeps_its_keys_in_order() -> None:
         "mean_acceptance_length",
         "per_position_acceptance",
     ]
+
+
+def test_the_prefix_cache_counts_are_the_raw_counters_deltas() -> None:
+    out = _window("baseline")
+    assert out.prefix_cache_queries == _raw_delta("baseline", "vllm:prefix_cache_queries_total")
+    assert out.prefix_cache_hits == _raw_delta("baseline", "vllm:prefix_cache_hits_total")
+    assert out.prefix_cache_queries and out.prefix_cache_hits is not None
+    bare = metrics.parse("vllm:generation_tokens_total 5.0\n")
+    assert "prefix_cache_hits" not in metrics.window(bare, bare).model_dump(exclude_unset=True)
 
 
 def test_ngram_spec_decode_deltas_match_the_raw_counters() -> None:

@@ -7,6 +7,7 @@ under test.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -261,3 +262,26 @@ def test_a_class_with_a_chunk_of_unknown_size_has_no_per_token_itl_or_steady_sta
     assert "itl_ms" not in found and "steady_output_tok_s" not in found
     for metric in ("chunk_gap_ms", "tpot_ms", "decode_tok_s", "ttft_ms", "output_tok_s"):
         assert found[metric] == known[metric]
+
+
+def test_the_prefix_cache_is_summed_per_arm_and_load_level() -> None:
+    def counted(level: int, queries: float, hits: float) -> Counters:
+        return Counters(prefix_cache_queries=queries, prefix_cache_hits=hits, level=level)
+
+    found = Evidence(
+        "baseline",
+        ["baseline", "ngram"],
+        ["coding"],
+        windows={
+            "baseline": [counted(0, 100, 20), counted(1, 300, 150), counted(0, 100, 30)],
+            "ngram": [Counters(level=0), Counters(level=1)],  # a server that counts none
+        },
+        loads=[{"concurrency": 1}, {"concurrency": 8}],
+    )
+    caches = figures.prefix_cache(found)
+    assert [(c.variant, c.load, c.queries, c.hits, c.hit_rate) for c in caches] == [
+        ("baseline", {"concurrency": 1}, 200, 50, 0.25),
+        ("baseline", {"concurrency": 8}, 300, 150, 0.5),
+    ]
+    none_looked_up = dataclasses.replace(found, windows={"baseline": [counted(0, 0, 0)]})
+    assert figures.prefix_cache(none_looked_up)[0].hit_rate is None

@@ -672,3 +672,19 @@ def test_the_home_page_counts_records_without_a_verdict_by_their_status() -> Non
     text = f"# Home\n\n{render.HOME_START}\n{render.HOME_END}\n"
     page = render.home_page(render.environment(None), text, cards, [])
     assert page is not None and "2 records (1 planned, 1 concluded)" in page
+
+
+def test_the_prefix_cache_is_on_the_page_arm_by_arm() -> None:
+    from kbgen.kb.models import PrefixCache
+    from tests.support.records import load_record
+
+    record = load_record(REPO / "records" / "2026-12-01-ngram-vs-baseline-h200-c1-pinned.yaml")
+    env = render.environment(None)
+    assert "prefix cache" not in "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    record.prefix_cache = [
+        PrefixCache(variant="baseline", queries=4096, hits=1024, hit_rate=0.25),
+        PrefixCache(variant="ngram", queries=4096, hits=0, hit_rate=0.0),
+    ]
+    page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    assert "| baseline | – | 4,096 | 1,024 | 25% |" in page
+    assert "| ngram | – | 4,096 | 0 | 0% |" in page

@@ -26,6 +26,8 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
 
 
 def parse(text: str) -> Snapshot:
@@ -109,6 +111,9 @@ def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Count
             for reason in _label_values(after, SUCCESS, "finished_reason")
         },
     )
+    queries, hits = delta_(PREFIX_QUERIES), delta_(PREFIX_HITS)
+    if queries is not None and hits is not None:  # set only where the server counts them
+        counters.prefix_cache_queries, counters.prefix_cache_hits = queries, hits
     drafts = delta_(DRAFTS)
     if drafts is None:
         return counters

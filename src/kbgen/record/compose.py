@@ -185,6 +185,7 @@ def from_run(
         measurements=figures.measurements(evidence),
         **figures.known(by_load=figures.by_load(evidence) or None),
         spec_decode=figures.spec_decode(evidence),
+        **figures.known(prefix_cache=figures.prefix_cache(evidence) or None),
         **figures.known(schedule=kept or None),
         verdict=verdict.judge(
             evidence,

@@ -16,6 +16,7 @@ from kbgen.kb.models import (
     MeasuredMetric,
     Measurements,
     MetricStats,
+    PrefixCache,
     SpecDecodeStats,
 )
 from kbgen.record import stats
@@ -248,6 +249,34 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
                 else [rounded(a) for a in per_position],
             ),
         )
+    return out
+
+
+def prefix_cache(evidence: Evidence) -> list[PrefixCache]:
+    """Each arm's prefix-cache lookups and hits at each load level, summed over its windows
+    (none where the server counted none)."""
+    out = []
+    for level, load in enumerate(evidence.loads):
+        for variant, windows in evidence.windows.items():
+            counted = [
+                (w.prefix_cache_queries, w.prefix_cache_hits)
+                for w in windows
+                if (w.level or 0) == level
+                and w.prefix_cache_queries is not None
+                and w.prefix_cache_hits is not None
+            ]
+            if not counted:
+                continue
+            queries, hits = (math.fsum(x) for x in zip(*counted, strict=True))
+            out.append(
+                PrefixCache(
+                    variant=variant,
+                    load=load,
+                    queries=queries,
+                    hits=hits,
+                    **known(hit_rate=rounded(hits / queries) if queries else None),
+                )
+            )
     return out
 
 

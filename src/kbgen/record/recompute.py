@@ -27,6 +27,7 @@ RECOMPUTED: dict[str, Any] = {
     "measurements": True,
     "by_load": True,
     "spec_decode": True,
+    "prefix_cache": True,
     "schedule": True,
     "verdict": {
         "outcome": True,
@@ -161,6 +162,7 @@ def _recomputed(path: Path) -> tuple[Record, Record | list[Problem]]:
             "measurements": figures.measurements(evidence),
             "by_load": figures.by_load(evidence),
             "spec_decode": figures.spec_decode(evidence),
+            "prefix_cache": figures.prefix_cache(evidence),
             "schedule": schedule.kept(evidence),
             "verdict": verdict.judge(
                 evidence,

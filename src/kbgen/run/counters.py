@@ -93,6 +93,12 @@ class Counters(Model):
     requests_finished: dict[str, Count | None] = Field(
         default_factory=dict, description="Requests finished, by vLLM's finished_reason."
     )
+    prefix_cache_queries: Count | None = Field(
+        default=None, description="Prompt tokens looked up in the prefix cache (when exported)."
+    )
+    prefix_cache_hits: Count | None = Field(
+        default=None, description="Of those, the tokens found there: computed by no request."
+    )
     spec_decode: SpecDecodeCounters | None = Field(
         default=None, description="Speculative-decoding counters, when the server has them."
     )

@@ -33,6 +33,7 @@ from kbgen.kb.models.hypothesis import Hypothesis
 from kbgen.kb.models.results import (
     LoadMeasurements,
     Measurements,
+    PrefixCache,
     Schedule,
     SpecDecodeStats,
     Verdict,
@@ -305,6 +306,11 @@ class Record(Model):
     )
     spec_decode: dict[VariantName, SpecDecodeStats] = Field(
         default_factory=dict, description="Speculative-decoding statistics per variant."
+    )
+    prefix_cache: list[PrefixCache] = Field(
+        default_factory=list,
+        description="Where the server counts them: each arm's prefix-cache lookups and hits at "
+        "each load level, over its windows.",
     )
     schedule: list[Schedule] = Field(
         default_factory=list,

@@ -79,6 +79,16 @@ class Schedule(Model):
     )
 
 
+class PrefixCache(Model):
+    """The server's prefix cache over one arm's windows at one load level (`/metrics`)."""
+
+    variant: VariantName = Field(description="The arm.")
+    load: Load = Field(default_factory=Load, description="The load level ({}: the one load).")
+    queries: NonNegative = Field(description="Prompt tokens looked up in the cache.")
+    hits: NonNegative = Field(description="Of those, the tokens it held.")
+    hit_rate: Figure | None = Field(default=None, description="hits / queries (None: no query).")
+
+
 class SpecDecodeStats(Model):
     """Speculative-decoding counters of one variant, from vLLM's `/metrics` deltas."""
 
