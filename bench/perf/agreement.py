@@ -81,7 +81,7 @@ sys.path[:0] = [str(REPO / "src"), str(HERE)]
 
 from client_overhead import VllmBench  # noqa: E402  (the resident `vllm bench serve`)
 
-from kbgen.bench import driver, metrics, senders  # noqa: E402
+from kbgen.bench import bodies, metrics, senders  # noqa: E402
 from kbgen.bench.client import Client  # noqa: E402
 from kbgen.bench.launch import launcher_for  # noqa: E402
 from kbgen.errors import KbgenError  # noqa: E402
@@ -172,7 +172,7 @@ async def kbgen_pass(
     """Every prompt once at the workload's concurrency, as client `name` sends it (through the
     sender `kbgen bench` uses in one process)."""
     usage: UsageMode = "continuous" if name == "kbgen" else "final"
-    body_of = reference_body if name == "kbgen-refbody" else driver.payload
+    body_of = reference_body if name == "kbgen-refbody" else bodies.payload
     jobs = [
         senders.Job(
             workload.api,

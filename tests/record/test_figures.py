@@ -19,6 +19,7 @@ from kbgen.kb.models import MeasuredMetric, MetricStats
 from kbgen.record import figures
 from kbgen.record.evidence import Evidence, read_samples, samples_bytes
 from kbgen.run.counters import Counters, SpecDecodeCounters
+from kbgen.run.models import PrefixDesign
 from kbgen.run.samples import Sample
 
 VLLM = Path(__file__).parents[1] / "fixtures" / "vllm"
@@ -285,3 +286,39 @@ def test_the_prefix_cache_is_summed_per_arm_and_load_level() -> None:
     ]
     none_looked_up = dataclasses.replace(found, windows={"baseline": [counted(0, 0, 0)]})
     assert figures.prefix_cache(none_looked_up)[0].hit_rate is None
+
+
+def test_the_design_expects_a_prefix_s_blocks_once_a_request_with_it_came() -> None:
+    def sent(arm: str, at: int, prefix: int, prompt: int, attempt: int = 0) -> Sample:
+        return Sample(
+            variant=arm,
+            prompt_class="coding",
+            prompt_index=prompt,
+            prefix=prefix,
+            repeat=0,
+            attempt=attempt,
+            scheduled_ns=at,
+            sent_ns=at,
+            chunk_ns=[at + 10],
+            done_ns=at + 20,
+            prompt_tokens=100,
+            output_tokens=1,
+        )
+
+    design = PrefixDesign(shared_tokens=[70, 40], block_size=16)
+    samples = [
+        sent("baseline", 1, 0, 0),  # prefix 0 new: nothing held
+        sent("baseline", 2, 0, 1),  # prefix 0 seen: 70 shared tokens, 4 blocks of 16
+        sent("baseline", 3, 0, 0),  # the same prompt and prefix: all but the last token, 96
+        sent("ngram", 4, 0, 0),  # another arm's start: an empty cache
+        sent("ngram", 5, 1, 1),  # prefix 1 new
+        sent("ngram", 6, 1, 2),  # prefix 1 seen: 40 tokens, 2 blocks
+        sent("ngram", 1, 1, 3, attempt=1),  # a resume: its own start
+    ]
+    found = Evidence("baseline", ["baseline", "ngram"], ["coding"], samples, prefixes=design)
+    designed = figures.designed_hits(found)
+    assert designed[("baseline", 0)] == (0 + 64 + 96) / 300
+    assert designed[("ngram", 0)] == (0 + 0 + 32 + 0) / 400
+    assert figures.designed_hits(dataclasses.replace(found, prefixes=None)) == {}
+    unknown = design.model_copy(update={"block_size": None})
+    assert figures.designed_hits(dataclasses.replace(found, prefixes=unknown)) == {}

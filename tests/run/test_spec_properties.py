@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import given
 
-from kbgen.bench import driver
+from kbgen.bench import bodies, driver
 from kbgen.cli import cli
 from kbgen.run import design, spec
 from tests.conftest import REPO
@@ -51,7 +51,7 @@ def _as_far_as_the_server(path: Path) -> None:
         if variant.speculative_config is not None:  # the JSON vLLM reads
             json.loads(spec.server_args(variant)[-1])
     for key in keys[: len(suite)]:
-        body = driver.payload(experiment.workload, "m", suite[key.prompt_class][key.prompt_index])
+        body = bodies.payload(experiment.workload, "m", suite[key.prompt_class][key.prompt_index])
         json.dumps(body, allow_nan=False)  # what the client sends must be JSON
 
 

@@ -688,3 +688,8 @@ def test_the_prefix_cache_is_on_the_page_arm_by_arm() -> None:
     page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
     assert "| baseline | – | 4,096 | 1,024 | 25% |" in page
     assert "| ngram | – | 4,096 | 0 | 0% |" in page
+    record.prefix_cache[0] = record.prefix_cache[0].model_copy(update={"designed_hit_rate": 0.24})
+    page = "\n".join(render.record_pages(env, record, "r.yaml", {}).values())
+    assert "| Variant | Load | tokens looked up | tokens held | hit rate | by design |\n" in page
+    assert "| baseline | – | 4,096 | 1,024 | 25% | 24% |\n" in page
+    assert "| ngram | – | 4,096 | 0 | 0% | – |\n" in page

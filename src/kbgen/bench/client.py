@@ -329,6 +329,21 @@ class Client:
         except ValueError as exc:
             raise ServerUnreachable(f"{self._where(path)}: not JSON: {body[:200]!r}") from exc
 
+    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        """The JSON answer to a POST of `body`; ServerUnreachable when nothing answers, or with
+        what the server said when it refuses."""
+        try:
+            async with self.transport.stream(self.base_url + path, body, self._headers) as answer:
+                text = b"".join([chunk async for chunk in answer.chunks]).decode(errors="replace")
+        except (TransportError, TimeoutError) as exc:
+            raise ServerUnreachable(f"{self._where(path)}: {exc or 'timed out'}") from exc
+        if answer.status != 200:
+            raise ServerUnreachable(f"{self._where(path)}: HTTP {answer.status}: {text[:200]}")
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ServerUnreachable(f"{self._where(path)}: not JSON: {text[:200]!r}") from exc
+
     async def _answer(self, path: str, model: type[M]) -> M:
         data = await self.get_json(path)
         try:

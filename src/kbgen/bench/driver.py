@@ -12,10 +12,10 @@ import functools
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from kbgen import __version__
-from kbgen.bench import effective, machine, provenance, senders, totals
+from kbgen.bench import bodies, effective, machine, provenance, senders, totals
 from kbgen.bench.client import Client, ModelCard, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.errors import (
@@ -33,6 +33,7 @@ from kbgen.run.folder import RunFolder
 from kbgen.run.models import (
     FORMAT,
     Dropped,
+    PrefixTexts,
     RunMeta,
     RunTotals,
     Stopped,
@@ -65,22 +66,6 @@ class NoEvents:
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
     def load_started(self, variant: str, load: Load, todo: int) -> None: ...
     def sample_done(self, sample: Sample) -> None: ...
-
-
-def payload(workload: WorkloadSpec, model: str, prompt: str) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": workload.max_tokens,
-        "temperature": workload.temperature,
-        "ignore_eos": workload.ignore_eos,
-    }
-    if workload.seed is not None:
-        body["seed"] = workload.seed
-    if workload.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    return body
 
 
 def _now() -> str:
@@ -230,6 +215,7 @@ class _Run:
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
         self.began = time.monotonic()
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
+        self.texts: PrefixTexts | None = None  # the shared prefixes, once built (`prefixes`)
         self.serving: str | None = None  # the arm whose server runs now
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server, spec.folder)
@@ -331,6 +317,7 @@ class _Run:
                 )
             served = await client.served_model()
             info = await self.started(name, launched, client, served)
+            await self.prefixes(client, served.id, workload)
             self.events.variant_started(name, len(todo), launched)
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))
@@ -347,6 +334,14 @@ class _Run:
         self.kept(name, info, measured)
         if failure:
             raise self.failed(name, failure, client_died)
+
+    async def prefixes(self, client: Client, model: str, workload: WorkloadSpec) -> None:
+        """The run's shared prefixes (`self.texts`): built on the first server, kept in run.json."""
+        meta = self.folder.meta()
+        if workload.prefixes is not None and meta.prefixes is None:
+            meta.prefixes = await bodies.build(client, model, workload.prefixes, workload.api)
+            self.folder.write_meta(meta)
+        self.texts = meta.prefixes
 
     async def started(
         self, name: str, launched: Launched, client: Client, served: ModelCard
@@ -460,7 +455,7 @@ class _Run:
         jobs = [
             senders.Job(
                 workload.api,
-                payload(workload, model, prompts_[i % len(prompts_)]),
+                bodies.payload(workload, model, prompts_[i % len(prompts_)]),
                 Sample(
                     variant=name,
                     prompt_class=first,
@@ -503,14 +498,21 @@ class _Run:
         """
         failure: list[str] = []
         levels = len(self.spec.loads)
+        prefixes = workload.prefixes
+
+        def prompt_of(key: Key) -> str:
+            return self.suite[key.prompt_class][key.prompt_index]
+
+        drawn = [bodies.drawn(prefixes, self.texts, k.prompt_class, k.prompt_index) for k in todo]
         jobs = [
             senders.Job(
                 workload.api,
-                payload(workload, model, self.suite[key.prompt_class][key.prompt_index]),
+                bodies.payload(workload, model, prompt_of(key), text),
                 Sample(
                     variant=name,
                     prompt_class=key.prompt_class,
                     prompt_index=key.prompt_index,
+                    prefix=prefix,
                     repeat=key.repeat,
                     round=self.round_field(key.round),
                     level=key.level if levels > 1 else None,
@@ -520,7 +522,7 @@ class _Run:
                 ),
                 workload.usage,
             )
-            for key in todo
+            for key, (prefix, text) in zip(todo, drawn, strict=True)
         ]
         if workload.request_rate is not None:  # the same times for every arm of the round
             rate, start = workload.request_rate, time.perf_counter_ns()

@@ -96,6 +96,15 @@ def delta(
     return value
 
 
+def block_size(snapshot: Snapshot) -> int | None:
+    """The KV-cache block size vLLM says it runs with (`vllm:cache_config_info`), if it does."""
+    for key in snapshot.get("vllm:cache_config_info", {}):
+        size = dict(key).get("block_size", "")
+        if size.isdigit() and int(size) > 0:
+            return int(size)
+    return None
+
+
 def window(before: Snapshot, after: Snapshot, model: str | None = None) -> Counters:
     """Counter deltas between two scrapes, and the speculative-decoding figures they give."""
 

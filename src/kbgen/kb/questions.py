@@ -76,7 +76,9 @@ WORKLOAD = (
     "ignore_eos",
 )
 NOT_ASKED = tuple(
-    name for name in Workload.model_fields if name not in {*WORKLOAD, "arrivals", "usage"}
+    name
+    for name in Workload.model_fields
+    if name not in {*WORKLOAD, "arrivals", "prefixes", "usage"}
 )
 
 
@@ -110,6 +112,8 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
     asked_for |= {"request_rate": _request_rate(asked.record), "usage": _usage(asked.record)}
     if workload.arrivals is not None:  # an open loop's traffic: its process, not its seed
         asked_for["arrivals"] = workload.arrivals.model_dump(mode="json", exclude={"seed"})
+    if workload.prefixes is not None:  # how much the cache can hold: the count and length
+        asked_for["prefixes"] = workload.prefixes.model_dump(mode="json", exclude={"seed"})
     return asked_for
 
 
@@ -183,11 +187,11 @@ ASKED: tuple[Part, ...] = (
         "workload",
         "the workload",
         Workload,
-        (*WORKLOAD, "arrivals", "usage"),
+        (*WORKLOAD, "arrivals", "prefixes", "usage"),
         "asking for `usage` on every chunk costs the server a few per cent; a measured record "
         "that does not say asked on every chunk, and started each request as soon as its "
         "concurrency let it (`request_rate: inf`); of `arrivals`, the process and its "
-        "burstiness, not the seed",
+        "burstiness, not the seed; of `prefixes`, their count and length, not the seed",
         _workload,
         tuple(path for path in get_args(Unknowable) if path.startswith("workload.")),
     ),

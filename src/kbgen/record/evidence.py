@@ -27,6 +27,7 @@ from kbgen.kb.numbers import Finite, Int
 from kbgen.kb.problems import problems_of
 from kbgen.run.counters import Counters
 from kbgen.run.folder import MAX_SAMPLES_BYTES, RunFolder
+from kbgen.run.models import PrefixDesign
 from kbgen.run.samples import Sample, clock_of, request_of
 from kbgen.run.spec import ExperimentSpec
 
@@ -46,6 +47,7 @@ class Evidence:
     torn: int = 0  # lines of the run's samples.jsonl dropped as torn by a kill (not kept)
     concurrency: int = 1  # streams the client ran: what a window's steady state is judged by
     request_rate: float | None = None  # an open loop's rate, where its loads do not set one
+    prefixes: PrefixDesign | None = None  # the shared prefixes' design, where requests drew one
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
     # class -> each prompt's group (by prompt index), where the suite names them
     groups: dict[str, list[str | None]] | None = None
@@ -172,6 +174,11 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
         request_rate=spec.workload.request_rate,
+        prefixes=None
+        if meta.prefixes is None
+        else PrefixDesign.model_validate(
+            meta.prefixes.model_dump(include=set(PrefixDesign.model_fields))
+        ),
         loads=spec.loads,
         groups=meta.groups,
     )
@@ -202,6 +209,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["concurrency"] = evidence.concurrency
     if evidence.request_rate is not None:  # an open loop's, likewise
         header["request_rate"] = evidence.request_rate
+    if evidence.prefixes is not None:  # likewise
+        header["prefixes"] = evidence.prefixes.model_dump(exclude_none=True)
     if len(evidence.loads) > 1:  # unset for one load, likewise
         header["loads"] = evidence.loads
     if evidence.groups:
@@ -252,6 +261,7 @@ class _Header(Model):
     paired: bool = True
     concurrency: Int = Field(default=1, ge=1)
     request_rate: Finite | None = Field(default=None, gt=0)
+    prefixes: PrefixDesign | None = None
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
     groups: dict[str, list[str | None]] | None = None
 
@@ -278,6 +288,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         paired=header.paired,
         concurrency=header.concurrency,
         request_rate=header.request_rate,
+        prefixes=header.prefixes,
         loads=header.loads,
         groups=header.groups,
     )

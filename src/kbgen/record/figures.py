@@ -254,7 +254,8 @@ def spec_decode(evidence: Evidence) -> dict[str, SpecDecodeStats]:
 
 def prefix_cache(evidence: Evidence) -> list[PrefixCache]:
     """Each arm's prefix-cache lookups and hits at each load level, summed over its windows
-    (none where the server counted none)."""
+    (none where the server counted none), beside the hit rate its prefixes' design expects."""
+    designed = designed_hits(evidence)
     out = []
     for level, load in enumerate(evidence.loads):
         for variant, windows in evidence.windows.items():
@@ -274,10 +275,47 @@ def prefix_cache(evidence: Evidence) -> list[PrefixCache]:
                     load=load,
                     queries=queries,
                     hits=hits,
-                    **known(hit_rate=rounded(hits / queries) if queries else None),
+                    **known(
+                        hit_rate=rounded(hits / queries) if queries else None,
+                        designed_hit_rate=rounded(designed[(variant, level)])
+                        if (variant, level) in designed
+                        else None,
+                    ),
                 )
             )
     return out
+
+
+def designed_hits(evidence: Evidence) -> dict[tuple[str, int], float]:
+    """The share of prompt tokens the prefix cache should hold, per arm and load level: each
+    server start's requests in the order they were sent (a start ends where another arm's
+    requests come), a request holding the blocks its shared prefix fills once a request with
+    it came before, and its whole prompt but the last token once the same prompt and prefix
+    did; {} without prefixes, a block size, or every request's prompt token count."""
+    design = evidence.prefixes
+    sent = sorted((s for s in evidence.samples if s.ok), key=lambda s: (clock_of(s), s.sent_ns))
+    if design is None or not design.block_size or any(s.prompt_tokens is None for s in sent):
+        return {}
+    block = design.block_size
+    held: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    start: tuple[object, ...] = ()
+    seen: set[object] = set()
+    for s in sent:
+        if (clock_of(s), s.variant) != start:  # another server start: an empty cache
+            start, seen = (clock_of(s), s.variant), set()
+        tokens = s.prompt_tokens or 0
+        whole = (s.prefix, s.prompt_class, s.prompt_index)
+        if whole in seen:
+            cached = (tokens - 1) // block * block
+        elif s.prefix is not None and s.prefix in seen:
+            cached = min(design.shared_tokens[s.prefix], tokens - 1) // block * block
+        else:
+            cached = 0
+        seen |= {whole, s.prefix}
+        counted = held[(s.variant, s.level or 0)]
+        counted[0] += cached
+        counted[1] += tokens
+    return {key: hits / tokens for key, (hits, tokens) in held.items() if tokens}
 
 
 def engine_steps(generated: float, summed: counters.SpecDecodeCounters) -> float:

@@ -139,6 +139,28 @@ class Cluster(Model):
     blocks: list[Block] = Field(description="Its blocks, in order.")
 
 
+class PrefixDesign(Model):
+    """What a request's shared prefix lets the server's prefix cache hold: all the design's
+    expected hit rate needs (`record.figures.prefix_cache`)."""
+
+    shared_tokens: list[Count] = Field(
+        description="Per prefix, the tokens every request drawing it begins with: the prefix, "
+        "and before it what the chat template puts there."
+    )
+    block_size: Count | None = Field(
+        default=None,
+        description="The server's KV-cache block size, the unit its prefix cache holds tokens in "
+        "(`vllm:cache_config_info`; None: not exported).",
+    )
+
+
+class PrefixTexts(PrefixDesign):
+    """The shared prefixes a run built with the served model's tokenizer (`workload.prefixes`)."""
+
+    texts: list[str] = Field(description="Each prefix, in the order prompts draw them by.")
+    tokens: list[Count] = Field(description="Each text's length in tokens, as the server says.")
+
+
 class RunMeta(Model):
     """`run.json`: what ran where, and how far the run got."""
 
@@ -201,6 +223,9 @@ class RunMeta(Model):
     )
     dropped: dict[str, Dropped] = Field(
         default_factory=dict, description="A sweep's variants that left the race, by name."
+    )
+    prefixes: PrefixTexts | None = Field(
+        default=None, description="The shared prefixes, built at the first start (absent: none)."
     )
     cluster: Cluster | None = Field(
         default=None,

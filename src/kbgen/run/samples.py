@@ -40,6 +40,11 @@ class Sample(BaseModel):
         description="The block (one machine's own interleaved sequence of every arm) of a run "
         "spread over several machines, from 0; None on one machine. Arms pair within a block.",
     )
+    prefix: Count | None = Field(
+        default=None,
+        description="The shared prefix it was sent with, an index into run.json's prefixes; "
+        "None: none.",
+    )
     scheduled_ns: Int = Field(description="When the request was due to be sent.")
     on_schedule: Bool | None = Field(
         default=None,

@@ -25,6 +25,7 @@ from kbgen.kb.models import (
     Hypothesis,
     Load,
     Model,
+    Prefixes,
     Slug,
     TaskRef,
     UsageMode,
@@ -238,6 +239,13 @@ class WorkloadSpec(Model):
         default=None,
         description="How requests arrive at `request_rate` (unset: Poisson, seed 0).",
         examples=[{"process": "gamma", "burstiness": 0.5, "seed": 1}],
+    )
+    prefixes: Prefixes | None = Field(
+        default=None,
+        description="Shared prefixes put before each prompt (chat: as its system message), each "
+        "prompt drawing one, built to the token with the served model's tokenizer (the server's "
+        "`/tokenize`) at the first start and kept in run.json.",
+        examples=[{"count": 4, "tokens": 512}],
     )
     client_processes: ClientProcesses | Literal["auto"] = Field(
         default="auto",

@@ -34,7 +34,6 @@ from kbgen.kb.models.base import (
     repeats_of,
 )
 from kbgen.kb.models.config import (
-    Arrivals,
     Config,
     DraftModelConfig,
     Engine,
@@ -89,6 +88,7 @@ from kbgen.kb.models.results import (
     Unit,
     Verdict,
 )
+from kbgen.kb.models.traffic import Arrivals, Prefixes
 
 __all__ = [
     "ID_PATTERN",
@@ -136,6 +136,7 @@ __all__ = [
     "ParetoPoint",
     "Plan",
     "PrefixCache",
+    "Prefixes",
     "Provenance",
     "Range",
     "RawSamples",

@@ -29,6 +29,7 @@ from kbgen.kb.models.base import (
     fail_at,
     repeats_of,
 )
+from kbgen.kb.models.traffic import Arrivals, Prefixes
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 
@@ -414,36 +415,6 @@ class TokenCounts(Model):
     )
 
 
-class Arrivals(Model):
-    """How requests arrive at a request rate (open loop): the gaps between them, drawn from a
-    seeded process, each request sent at its time whatever is in flight (up to the workload's
-    `concurrency`), as `vllm bench serve --request-rate R --burstiness B` sends them."""
-
-    process: Literal["poisson", "gamma", "constant"] = Field(
-        default="poisson",
-        description="`poisson`: exponential gaps (independent arrivals). `gamma`: gaps of a gamma "
-        "distribution of shape `burstiness` and mean 1/rate (burstier below 1, more even above; "
-        "1 is Poisson). `constant`: every gap 1/rate.",
-    )
-    burstiness: Finite = Field(
-        default=1.0,
-        gt=0,
-        le=1000,
-        description="The gamma process's shape (`vllm bench serve --burstiness`); 1 otherwise.",
-    )
-    seed: Int = Field(
-        default=0,
-        description="Seed of the gaps: every arm gets the same times in a round and load level.",
-    )
-
-    @model_validator(mode="after")
-    def _burstiness_of_gamma(self) -> Arrivals:
-        if self.process != "gamma" and self.burstiness != 1.0:
-            message = f"is the gamma process's shape: {self.process} arrivals have none"
-            fail_at("Arrivals", [(("burstiness",), message)])
-        return self
-
-
 class Workload(Model):
     """What was sent to the server."""
 
@@ -477,6 +448,9 @@ class Workload(Model):
         default=None,
         description="How requests arrived at `request_rate` (None: as soon as `concurrency` let "
         "each start, or as the importing tool said).",
+    )
+    prefixes: Prefixes | None = Field(
+        default=None, description="The shared prefixes the requests drew (None: none)."
     )
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
     usage: UsageMode | None = Field(

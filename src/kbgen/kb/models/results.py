@@ -87,6 +87,12 @@ class PrefixCache(Model):
     queries: NonNegative = Field(description="Prompt tokens looked up in the cache.")
     hits: NonNegative = Field(description="Of those, the tokens it held.")
     hit_rate: Figure | None = Field(default=None, description="hits / queries (None: no query).")
+    designed_hit_rate: Figure | None = Field(
+        default=None,
+        description="The hit rate the shared prefixes' design expects of these requests, each "
+        "computed before the next with its prefix comes (None: no prefixes, or the server's "
+        "block size or prompt token counts unknown).",
+    )
 
 
 class SpecDecodeStats(Model):
