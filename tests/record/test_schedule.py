@@ -92,7 +92,8 @@ def test_offered_and_achieved_rates_and_the_rounds_behind() -> None:
     assert base.achieved_rps == pytest.approx(10 / (last_end / 1e9), rel=1e-5)
     assert base.behind == [] and ngram.behind == [1]
     assert ngram.lag_p99_ms == pytest.approx(12, abs=0.01) and base.slot_wait_p99_ms == 0
-    (said,) = schedule.caveats(list(kept.values()))
+    unit, said = schedule.caveats(list(kept.values()))
+    assert unit == schedule.UNIT_CAVEAT
     assert said.startswith("ngram: the client fell behind its schedule in round 2")
     assert f"over {schedule.LAG_BOUND_MS:g} ms" in said
 
