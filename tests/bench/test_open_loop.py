@@ -176,10 +176,10 @@ def test_a_request_due_while_every_slot_is_busy_counts_its_wait(tmp_path: Path) 
     assert {kept.variant for kept in record.schedule} == {"baseline", "ngram"}
     pages = render.record_pages(render.environment(None), record, "records/open-loop.yaml", {})
     page = "\n".join(pages.values())
-    assert "Sent open loop: `ttft_ms` and `e2e_ms` count from" in page
+    assert "): `ttft_ms` and `e2e_ms` count from each request's scheduled time" in page
     assert "wait for a free slot under the concurrency cap of 1" in page
     assert "| `slot_wait_ms` (ms) | baseline |" in page
-    assert "| baseline | – | 100 |" in page
+    assert "| baseline | – | 100 | " in page
     (tmp_path / "closed").mkdir()
     closed = run(tmp_path / "closed", open_loop(tmp_path / "closed"))
     assert all(s.on_schedule is None and "lag_ms" not in s.metrics() for s in closed.samples())

@@ -38,12 +38,15 @@ def kept(evidence: Evidence) -> list[Schedule]:
             if rate is None or not mine:
                 continue
             waits, lags = zip(*(schedule_lag_ns(s) for s in mine), strict=True)
-            achieved = [r for w in _windows(mine).values() if (r := _achieved(w)) is not None]
+            windows = _windows(mine).values()
+            achieved = [r for w in windows if (r := _achieved(w)) is not None]
+            drawn = [r for w in windows if (r := _drawn(w)) is not None]
             out.append(
                 Schedule(
                     variant=arm,
                     load=load,
                     offered_rps=rate,
+                    scheduled_rps=rounded(sum(drawn) / len(drawn)) if drawn else None,
                     achieved_rps=rounded(sum(achieved) / len(achieved)) if achieved else 0.0,
                     requests=len(mine),
                     slot_wait_p99_ms=rounded(_p99(waits) / 1e6) or 0.0,
@@ -117,11 +120,18 @@ def _windows(samples: Sequence[Sample]) -> dict[tuple[int, int, int, int], list[
 
 
 def _achieved(window: Sequence[Sample]) -> float | None:
-    """A window's successful requests per second, over its first scheduled time to its last
-    end."""
+    """A window's completion rate: its successful requests' gaps between ends over their span,
+    as `_drawn` counts the schedule's (a server that keeps up completes at the schedule's rate)."""
     ends = [e for s in window if s.ok and (e := end_of(s)) is not None]
-    span = (max(ends) - min(s.scheduled_ns for s in window)) / 1e9 if ends else 0.0
-    return len(ends) / span if span > 0 else None
+    span = (max(ends) - min(ends)) / 1e9 if ends else 0.0
+    return (len(ends) - 1) / span if span > 0 else None
+
+
+def _drawn(window: Sequence[Sample]) -> float | None:
+    """The rate a window's schedule asked for: its gaps' count over their span."""
+    times = [s.scheduled_ns for s in window]
+    span = (max(times) - min(times)) / 1e9
+    return (len(times) - 1) / span if span > 0 else None
 
 
 def _p99(values: Sequence[float]) -> float:

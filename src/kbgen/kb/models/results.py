@@ -59,10 +59,17 @@ class Schedule(Model):
 
     variant: VariantName = Field(description="The arm.")
     load: Load = Field(default_factory=Load, description="The load level ({}: the one load).")
-    offered_rps: Finite = Field(gt=0, description="Requests per second the schedule asked for.")
+    offered_rps: Finite = Field(gt=0, description="Requests per second the spec asked for.")
+    scheduled_rps: NonNegative | None = Field(
+        default=None,
+        description="The rate of the schedule drawn from it: each window's requests after the "
+        "first over its first to last scheduled time, averaged over the windows (a short "
+        "window's draw strays from the rate asked; None: no window of two requests).",
+    )
     achieved_rps: NonNegative = Field(
-        description="Requests completed per second: each window's successful requests over its "
-        "span (first scheduled time to last end), averaged over the windows."
+        description="Requests completed per second: each window's successful requests after the "
+        "first over its first to last end, averaged over the windows (a server that keeps up "
+        "completes at the drawn schedule's rate)."
     )
     requests: Count = Field(description="Requests sent, failed ones included.")
     slot_wait_p99_ms: NonNegative = Field(
