@@ -231,7 +231,7 @@ def _first_body(data: dict[str, Any]) -> None:
         ),
         (
             set_at("benchmarks.0.config.strategy", {"type_": "constant", "rate": 4.0}),
-            {"concurrency": None, "request_rate": 4.0},
+            {"concurrency": None, "request_rate": 4.0, "arrivals": {"process": "constant"}},
         ),
         (
             set_at("benchmarks.0.config.strategy", {"type_": "throughput"}),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kbgen.errors import InvalidInput, Mismatch
+from kbgen.kb.models import Arrivals
 from kbgen.record import compose
 from kbgen.record.importers import reading, vllm_bench
 from tests.support.imports import (
@@ -103,11 +104,27 @@ def test_the_file_s_setup_is_said() -> None:
     assert vllm_bench.read(BASE, "baseline").said["api"] == "completions"
 
 
+def test_a_rate_with_a_burstiness_is_a_gamma_process(tmp_path: Path) -> None:
+    def bursty(data: dict[str, Any]) -> None:
+        data.update(request_rate=4.0, burstiness=0.5)
+
+    found = vllm_bench.read(changed(BASE, tmp_path / "b.json", bursty), "baseline")
+    assert found.said["arrivals"] == {"process": "gamma", "burstiness": 0.5}
+    assert "arrivals" not in vllm_bench.read(BASE, "baseline").said  # as fast as it could
+    other = changed(NGRAM, tmp_path / "n.json", bursty)
+    found_both = [found, vllm_bench.read(other, "ngram")]
+    record, _ = compose.from_imports(found_both, "x", "X", FASTER)
+    assert record.workload is not None and record.workload.request_rate == 4.0
+    assert record.workload.arrivals == Arrivals(process="gamma", burstiness=0.5)
+    assert record.provenance is not None
+    assert any("its seed they do not keep" in n for n in record.provenance.notes)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
         ("max_concurrency", None, {"concurrency": None}),  # no --max-concurrency: unbounded
-        ("request_rate", 8.0, {"request_rate": 8.0}),
+        ("request_rate", 8.0, {"request_rate": 8.0, "arrivals": {"process": "poisson"}}),
         ("backend", "tgi", {}),  # neither an endpoint nor a usage mode known
     ],
 )

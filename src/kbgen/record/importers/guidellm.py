@@ -359,7 +359,7 @@ API = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
 
 def _schedule(strategy: GuideLLMStrategy) -> dict[str, Any]:
     """The concurrency and request rate a GuideLLM strategy sends at (concurrency None: not a
-    fixed number in flight)."""
+    fixed number in flight), and at a rate the arrival process."""
     kind = strategy.type_
     if kind == "synchronous":
         return {"concurrency": 1, "request_rate": "inf"}
@@ -368,7 +368,7 @@ def _schedule(strategy: GuideLLMStrategy) -> dict[str, Any]:
     if kind == "throughput":  # as many in flight as it may: its bound is its concurrency
         return {"concurrency": strategy.max_concurrency, "request_rate": "inf"}
     if kind in ("constant", "poisson") and strategy.rate is not None and strategy.rate > 0:
-        return {"concurrency": None, "request_rate": strategy.rate}
+        return {"concurrency": None, "request_rate": strategy.rate, "arrivals": {"process": kind}}
     return {}
 
 

@@ -136,8 +136,15 @@ def setup_of(
     dataset = datasets.pop() if len(datasets) == 1 else None
     if suite is None and dataset is None:
         unknown.add("workload.prompt_suite")
+    processes = [i.said["arrivals"] for i in found if "arrivals" in i.said]
+    arrivals = processes[0] if processes and all(p == processes[0] for p in processes) else None
+    if arrivals is not None:
+        notes_first = ["the arrival process as the tools' files say; its seed they do not keep"]
+    else:
+        notes_first = []
     workload = Workload(
         prompt_suite=_suite_name(suite.path) if suite else dataset or UNKNOWN,
+        **_known(arrivals=arrivals),
         **_known(prompt_suite_sha256=suite.sha256 if suite else None),
         classes=suite.classes if suite else [ALL],
         **_known(**settings, **tokens, loads=loads),
@@ -147,7 +154,7 @@ def setup_of(
             or None
         ),
     )
-    notes = []
+    notes = notes_first
     if from_spec:
         said = ", ".join(f"{name} {_words(settings[name])}" for name in from_spec)
         notes.append(f"{said} as the spec says: the tools' files do not say")

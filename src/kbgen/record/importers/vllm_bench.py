@@ -173,14 +173,18 @@ class VllmBenchResult(Format):
 
 
 def _said(result: VllmBenchResult) -> dict[str, Any]:
-    """The workload's settings the file states: its concurrency (None: unbounded), request rate,
-    endpoint and how it asked for token counts."""
+    """The workload's settings the file states: its concurrency (None: unbounded), request rate
+    and arrival process, endpoint and how it asked for token counts."""
     said: dict[str, Any] = {}
     if "max_concurrency" in result.model_fields_set:
         said["concurrency"] = result.max_concurrency
     rate = result.request_rate
     if rate == "inf" or (isinstance(rate, float) and rate > 0):
         said["request_rate"] = rate
+    if isinstance(rate, float) and rate > 0:  # open loop: gamma gaps of shape --burstiness
+        shape = result.burstiness if result.burstiness is not None else 1.0
+        gamma = {"process": "gamma", "burstiness": shape}
+        said["arrivals"] = {"process": "poisson"} if shape == 1.0 else gamma
     if result.backend in API:
         said["api"] = API[result.backend]
         said["usage"] = "final"  # 0.26–0.32: include_usage, at the end of each stream only
