@@ -9,14 +9,14 @@
 #
 # CARRY_RAY=1: Ray too (ray-wheels.txt), for `kbgen bench --ray`.
 #
-# Results: OUT_DIR/carry.tar.part-aa, -ab, … (55 MiB each). On the GPU machine: `cat` them back
+# Results: OUT_DIR/carry.tar.part-aa, -ab, … (48 MiB each). On the GPU machine: `cat` them back
 # together (`bench/gpu/run.sh receive`), then `bench/gpu/run.sh install` (bench/gpu/README.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${1:-$ROOT/.gpu}"
 WORK="$OUT/build"
-PIECE=55M  # with the working tree (7 MB, the records' samples), under 64 MiB a transfer
+PIECE=48M  # with the working tree (10 MB, the records' samples and fixtures), under 64 MiB a transfer
 PLATFORMS=()  # pip matches a manylinux_2_N tag exactly: name every N a wheel may carry
 for n in 17 24 27 28 31 34 35; do PLATFORMS+=(--platform "manylinux_2_${n}_x86_64"); done
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)

@@ -96,9 +96,10 @@ def bench(
 @click.option(
     "--from",
     "tool",
-    type=click.Choice(["vllm-bench", "guidellm", "vllm-bench-sweep"]),
-    help="TARGETS are VARIANT=FILE result files of this tool, the baseline first; "
-    "vllm-bench-sweep: one FOLDER, the experiment folder of `vllm bench sweep serve`.",
+    type=click.Choice(["vllm-bench", "guidellm", "aiperf", "vllm-bench-sweep"]),
+    help="TARGETS are VARIANT=FILE result files of this tool, the baseline first (aiperf: each "
+    "arm's artifact folder); vllm-bench-sweep: one FOLDER, the experiment folder of `vllm bench "
+    "sweep serve`.",
 )
 @click.option(
     "--into",

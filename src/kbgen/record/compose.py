@@ -351,8 +351,11 @@ def from_imports(
         [s for i in found for s in i.samples],
         _windows(found),
         paired=paired,
+        request_rate=rate if isinstance(rate := setup.workload.request_rate, float) else None,
         loads=loads,
     )
+    kept = schedule.kept(evidence) if with_samples else []
+    caveats += schedule.caveats(kept)
     if with_samples:
         measurements = figures.measurements(evidence)
         # at temperature 0 the arms' outputs are compared, as `kbgen record --check` will
@@ -384,6 +387,7 @@ def from_imports(
         measurements=measurements,
         **figures.known(by_load=(figures.by_load(evidence) if with_samples else None) or None),
         spec_decode=figures.spec_decode(evidence),
+        **figures.known(schedule=kept or None),
         verdict=decided,
         resolves=resolves or [],
         tags=tags or [],

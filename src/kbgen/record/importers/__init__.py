@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kbgen.record.importers import guidellm, vllm_bench, vllm_sweep
+from kbgen.record.importers import aiperf, guidellm, vllm_bench, vllm_sweep
 from kbgen.record.importers.classes import Suite, classify
 from kbgen.record.importers.imported import ALL, Imported
 from kbgen.record.importers.levels import load_levels
@@ -27,6 +27,7 @@ def _vllm_bench(path: Path, variant: str) -> list[Imported]:
 IMPORTERS: dict[str, Callable[[Path, str], list[Imported]]] = {
     "vllm-bench": _vllm_bench,
     "guidellm": guidellm.read_all,
+    "aiperf": aiperf.read,
 }
 # Each tool's importer of a folder of every variant's results, given the spec's baseline
 FOLDERS: dict[str, Callable[[Path, str | None], list[Imported]]] = {
