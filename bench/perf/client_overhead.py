@@ -135,10 +135,10 @@ class Meter:
 class Source:
     """fake_vllm.py in a process of its own."""
 
-    def __init__(self, model: str, log: Path) -> None:
+    def __init__(self, model: str, log: Path, *options: str) -> None:
         self.log = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_vllm.py"), "--model", model],
+            [sys.executable, str(HERE / "fake_vllm.py"), "--model", model, *options],
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,

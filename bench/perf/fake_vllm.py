@@ -31,7 +31,9 @@ is exactly vLLM's; only TCP segmentation differs (one segment per event from a r
 `--burst 1` writes every event separately, but then the source costs about as much CPU per
 event as the client, and stops being a source that is never the bottleneck. Loopback socket
 buffers are large, so a source usually finishes writing a response long before the client has
-read it, and a saturated client reads many events per read.
+read it, and a saturated client reads many events per read. `--gap-ms G` pauses G ms after each
+block: a stream of N tokens then stays open about N / burst x G ms, as a real server's do (the
+open-loop client benchmark, `open_loop_client.py`, holds many open at once).
 """
 
 from __future__ import annotations
@@ -247,6 +249,7 @@ def _date() -> bytes:
 class Connection(asyncio.Protocol):
     source: Source
     burst: int
+    gap_s: float = 0.0
 
     def __init__(self) -> None:
         self.buffer = bytearray()
@@ -395,7 +398,7 @@ class Connection(asyncio.Protocol):
             if self.closed:
                 return
             write(block.replace(placeholder, new))
-            await asyncio.sleep(0)  # let other streams and the loop's I/O run
+            await asyncio.sleep(self.gap_s)  # other streams and the loop's I/O run meanwhile
         # counted once the whole stream is written: what a client can have received
         self.source.requests += 1
         self.source.generated_tokens += n
@@ -409,6 +412,7 @@ def _finish(stop: asyncio.Future[None]) -> None:
 async def serve(args: argparse.Namespace) -> None:
     Connection.source = Source(args.model, args.token, args.prompt_tokens)
     Connection.burst = max(1, args.burst)
+    Connection.gap_s = max(0.0, args.gap_ms / 1000)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(Connection, "127.0.0.1", args.port, backlog=1024)
     port = server.sockets[0].getsockname()[1]
@@ -428,6 +432,12 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument(
         "--burst", type=int, default=16, help="events per write (and per yield to other streams)"
+    )
+    parser.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="pause after each block (0: none): streams that stay open, as a real server's do",
     )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
