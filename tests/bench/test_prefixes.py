@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from kbgen.bench import bodies
+from kbgen.errors import ServerFailed
 from kbgen.kb.models import Prefixes
 from kbgen.run.folder import RunFolder
 from kbgen.run.models import PrefixTexts
@@ -40,6 +41,20 @@ def test_every_arm_round_and_repeat_sends_a_prompt_with_the_same_prefix() -> Non
     assert {index for index, _ in drawn} == {0, 1}  # both drawn, and each prompt always alike
     assert len({(i, bodies.drawn(design, TEXTS, "coding", i)) for i in range(40)}) == 40
     assert bodies.drawn(None, TEXTS, "coding", 0) == (None, None)
+
+
+def test_a_server_without_vllm_s_tokenizer_routes_is_told_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    """The paced stand-in server has no /tokenize: the run stops at its first start, saying why,
+    and sends no measured request."""
+    from tests.bench.test_open_loop import open_loop, run
+
+    data = open_loop(tmp_path, request_rate=20, concurrency=2, prefixes={"count": 2, "tokens": 8})
+    with pytest.raises(ServerFailed, match="vLLM's /tokenize and /detokenize"):
+        run(tmp_path, data)
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert RunFolder.open(folder).samples() == []
 
 
 @pytest.mark.integration

@@ -11,6 +11,7 @@ from typing import Any
 
 from kbgen.bench import metrics
 from kbgen.bench.client import Client
+from kbgen.errors import ServerFailed, ServerUnreachable
 from kbgen.kb.models import Api, Prefixes
 from kbgen.run import prefixes as design
 from kbgen.run.models import PrefixTexts
@@ -37,7 +38,18 @@ def payload(
 
 
 async def build(client: Client, model: str, prefixes: Prefixes, api: Api) -> PrefixTexts:
-    """The run's prefix texts, their lengths and the tokens a request with each shares."""
+    """The run's prefix texts, their lengths and the tokens a request with each shares; a
+    server without vLLM's `/tokenize` and `/detokenize` is a ServerFailed that says so."""
+    try:
+        return await _build(client, model, prefixes, api)
+    except (ServerUnreachable, KeyError, TypeError, ValueError) as exc:
+        raise ServerFailed(
+            "workload.prefixes cuts its texts with the server's own tokenizer, through vLLM's "
+            f"/tokenize and /detokenize, which answered otherwise: {exc}"
+        ) from exc
+
+
+async def _build(client: Client, model: str, prefixes: Prefixes, api: Api) -> PrefixTexts:
     texts, lengths, shared = [], [], []
     for index in range(prefixes.count):
         count = prefixes.tokens
