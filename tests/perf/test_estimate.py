@@ -29,11 +29,12 @@ def test_the_estimate_and_what_a_stopped_run_spent_are_both_there(
     assert earlier.exit_code == 0, earlier.output
     data = yaml.safe_load(
         vllm_env.spec_text(
-            vllm_env.require(), free_port(), per_class=4, rounds=3, stop="when-decided"
+            vllm_env.require(), free_port(), per_class=4, rounds=4, stop="when-decided"
         )
     )
     # n-gram changes the tiny model's decode rate by a few percent, however its rounds drift:
-    # that it quadruples it is refuted at the first look (4 prompts are enough for that)
+    # that it quadruples it is refuted at the first look (4 prompts are enough for that), or,
+    # where a guard holds that look (once in CI on 2026-12-06), at the next: rounds to spare
     data["hypothesis"].update(minimum_effect="300%", min_prompts=4)
     spec = tmp_path / "stopping.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -50,5 +51,5 @@ def test_the_estimate_and_what_a_stopped_run_spent_are_both_there(
     assert len(figures["records"]) == 1  # the estimate rests on the earlier record
     for what in ("startup_s", "window_s"):
         assert figures[f"{what}_estimated"] > 0 and figures[f"{what}_spent"] > 0
-    assert (figures["stopped_round"], figures["outcome"]) == (2, "refuted")
+    assert figures["stopped_round"] in (2, 3) and figures["outcome"] == "refuted"
     assert figures["windows"] < figures["planned_windows"]
