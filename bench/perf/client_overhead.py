@@ -165,6 +165,18 @@ def _sample(i: int, repeat: int = 0) -> Sample:
     )
 
 
+async def sender_for(
+    stack: contextlib.AsyncExitStack, url: str, processes: int
+) -> tuple[senders.Sender, list[psutil.Process]]:
+    """The sender a window of `processes` client processes sends through (`kbgen bench`'s), and
+    those processes (none for one: this one)."""
+    client = await stack.enter_async_context(Client(url))
+    if processes == 1:
+        return senders.InProcess(client), []
+    pool = await stack.enter_async_context(senders.Processes(url, Timeouts(), processes))
+    return pool, [psutil.Process(w.process.pid) for w in pool.workers]
+
+
 async def kbgen_run(
     url: str, model: str, cfg: Config, processes: int, folder: Path, meter: Meter
 ) -> dict[str, float]:
@@ -191,12 +203,7 @@ async def kbgen_run(
         return True
 
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(Client(url))
-        sender: senders.Sender = senders.InProcess(client)
-        workers: list[psutil.Process] = []
-        if processes > 1:
-            pool = await stack.enter_async_context(senders.Processes(url, Timeouts(), processes))
-            sender, workers = pool, [psutil.Process(w.process.pid) for w in pool.workers]
+        sender, workers = await sender_for(stack, url, processes)
         warm = [senders.Job("completions", payload, _sample(i, -1)) for i in range(cfg.c)]
         await sender.send(warm, cfg.c, keep)
         jobs = [senders.Job("completions", payload, _sample(i)) for i in range(cfg.m)]

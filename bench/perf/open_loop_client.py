@@ -43,11 +43,11 @@ from client_overhead import (
     VllmBench,
     _cpu_seconds,
     _vllm_or_why,
+    sender_for,
     vllm_argv,
 )
 
 from kbgen.bench import senders
-from kbgen.bench.client import Client, Timeouts
 from kbgen.run import arrivals
 from kbgen.run.samples import Sample, on_schedule, schedule_lag_ns
 
@@ -70,12 +70,7 @@ async def kbgen_run(url: str, model: str, rate: float, count: int, tokens: int, 
         return senders.Job("completions", payload, sample, due_ns=due_ns)
 
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(Client(url))
-        sender: senders.Sender = senders.InProcess(client)
-        workers: list[psutil.Process] = []
-        if processes > 1:
-            pool = await stack.enter_async_context(senders.Processes(url, Timeouts(), processes))
-            sender, workers = pool, [psutil.Process(w.process.pid) for w in pool.workers]
+        sender, workers = await sender_for(stack, url, processes)
         await sender.send([job(i, None) for i in range(8)], 8, keep)  # connections warmed
         samples.clear()
         start = time.perf_counter_ns() + 50_000_000  # the first due 50 ms from now

@@ -22,7 +22,9 @@ drawn afresh and sent to both arms, 64 output tokens. Loads: 10% and 75% of the 
 server's capacity (batches of about 2 and about 12). Noises: Poisson or gamma (burstiness
 0.25) arrivals, a 10% linear drift over the run, stalls (0.2% of steps 20 times longer:
 everyone in flight waits). Each run is decided by `record.class_verdict.decide`, the prompt
-the unit, as an open loop's record is.
+the unit, as an open loop's fixed-design record is. Not simulated here: a design that stops
+when decided (its looks), and heavy-tailed prompt effects (decisions.py's t3), which at light
+load need a calibration finer than this one's before their rows can be trusted.
 
 Printed per load and noise: the share of runs decisive at the boundary with its 95%
 Clopper-Pearson interval, the coverage of the interval at the true effect, the mean batch and

@@ -336,7 +336,7 @@ class Client:
             async with self.transport.stream(self.base_url + path, body, self._headers) as answer:
                 text = b"".join([chunk async for chunk in answer.chunks]).decode(errors="replace")
         except (TransportError, TimeoutError) as exc:
-            raise ServerUnreachable(f"{self._where(path)}: {exc or 'timed out'}") from exc
+            raise ServerUnreachable(f"{self._where(path)}: {str(exc) or 'timed out'}") from exc
         if answer.status != 200:
             raise ServerUnreachable(f"{self._where(path)}: HTTP {answer.status}: {text[:200]}")
         try:

@@ -1,7 +1,7 @@
 """Shared prefixes by design: the words a prefix is cut from, and which one each prompt draws.
 
 Pure and seeded: a prompt draws its prefix from the seed, its class and its index, never the
-arm, round or repeat, so every arm sends each prompt with the same prefix. `bench.prefixes` cuts
+arm, round or repeat, so every arm sends each prompt with the same prefix. `bench.bodies` cuts
 the words to the token with the served model's tokenizer.
 """
 
@@ -41,9 +41,5 @@ def drawn(prefixes: Prefixes, prompt_class: str, prompt_index: int) -> int:
 
 def shared(a: list[int], b: list[int]) -> int:
     """How many tokens two token lists begin with alike."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    pairs = enumerate(zip(a, b, strict=False))
+    return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
