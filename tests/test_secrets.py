@@ -242,13 +242,13 @@ def test_a_resume_takes_the_secrets_from_the_environment(
 
     monkeypatch.setenv("KBGEN_TEST_KEY", s(80))
     monkeypatch.setenv("KBGEN_TEST_HF", s(81))
-    from kbgen.bench import driver
+    from kbgen.bench import provenance
     from kbgen.run.folder import RunFolder
     from kbgen.run.spec import load
 
     loaded = load(spec)  # a run interrupted before its first window: nothing measured yet
     folder = RunFolder.create(
-        tmp_path / "runs", loaded.id, spec.read_text(), driver.new_meta(loaded)
+        tmp_path / "runs", loaded.id, spec.read_text(), provenance.new_meta(loaded)
     )
     folder.update_meta(status="interrupted")
     out.kbgen("bench", "--resume", str(folder.path))
@@ -267,13 +267,13 @@ def test_a_resume_takes_the_secrets_from_the_environment(
 def test_a_resume_refuses_a_copy_whose_secret_was_masked(tmp_path: Path) -> None:
     server = {"launcher": "external", "url": f"http://kb:{s(82)}@127.0.0.1:{free_port()}"}
     spec = _spec(tmp_path / "input", server, ["--api-key", s(83)])
-    from kbgen.bench import driver
+    from kbgen.bench import provenance
     from kbgen.run.folder import RunFolder
     from kbgen.run.spec import load
 
     loaded = load(spec)
     folder = RunFolder.create(
-        tmp_path / "runs", loaded.id, spec.read_text(), driver.new_meta(loaded)
+        tmp_path / "runs", loaded.id, spec.read_text(), provenance.new_meta(loaded)
     )
     out = Outputs(tmp_path)
     refused = out.kbgen("bench", "--resume", str(folder.path), code=1)

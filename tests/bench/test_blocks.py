@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgen.bench import blocks, driver
+from kbgen.bench import blocks, driver, provenance
 from kbgen.bench.launch import Launched, Waiting
 from kbgen.errors import ClientFailed, ServerFailed, UsageError
 from kbgen.kb.models import Cost, Variant
@@ -69,7 +69,7 @@ def test_the_driver_makes_a_folder_per_block_with_no_machine_until_its_node_says
     path = spec_file(tmp_path)
     spec = load(path)
     top = RunFolder.create(
-        tmp_path / "runs", spec.id, path.read_text(), driver.new_meta(spec, path)
+        tmp_path / "runs", spec.id, path.read_text(), provenance.new_meta(spec, path)
     )
     blocks.create(top, spec, "ray://head.example:10001")
     meta = top.meta()
@@ -144,7 +144,7 @@ def window(index: int) -> Window:
 def test_the_blocks_pooled_are_one_run_with_every_window_and_start(tmp_path: Path) -> None:
     path = spec_file(tmp_path)
     spec = load(path)
-    meta = driver.new_meta(spec, path)
+    meta = provenance.new_meta(spec, path)
     run = VariantRun(
         url="u",
         command=[],

@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from kbgen.bench import driver as bench
+from kbgen.bench import provenance
 from kbgen.bench.launch import Launched
 from kbgen.cli import cli
 from kbgen.errors import ServerFailed
@@ -107,7 +108,7 @@ def test_a_killed_server_keeps_finished_samples_and_resume_completes(tmp_path: P
     spec_file.write_text(spec_text(python, free_port(), max_tokens=32))
     spec = ExperimentSpec.model_validate(yaml.safe_load(spec_file.read_text()))
     folder = RunFolder.create(
-        tmp_path / "runs", spec.id, spec_file.read_text(), bench.new_meta(spec)
+        tmp_path / "runs", spec.id, spec_file.read_text(), provenance.new_meta(spec)
     )
     with pytest.raises(
         ServerFailed,
@@ -150,7 +151,7 @@ def _bench_against(fake: Any, tmp_path: Path) -> tuple[RunFolder, RunTotals]:
         try:
             spec = _external_spec(str(server.make_url("")), tmp_path)
             folder = RunFolder.create(
-                tmp_path / "runs", spec.id, "schema_version: 1\n", bench.new_meta(spec)
+                tmp_path / "runs", spec.id, "schema_version: 1\n", provenance.new_meta(spec)
             )
             return folder, await bench.run(spec, folder)
         finally:
@@ -240,7 +241,7 @@ def test_every_launch_s_start_up_time_is_kept_a_resume_s_too(tmp_path: Path) -> 
         try:
             spec = _external_spec(str(server.make_url("")), tmp_path)
             folder = folder or RunFolder.create(
-                tmp_path / "runs", spec.id, "schema_version: 1\n", bench.new_meta(spec)
+                tmp_path / "runs", spec.id, "schema_version: 1\n", provenance.new_meta(spec)
             )
             await bench.run(spec, folder, launcher=_Timed(str(server.make_url("")), seconds))
             return folder

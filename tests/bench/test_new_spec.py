@@ -30,7 +30,7 @@ def test_a_new_spec_is_valid_commented_and_runs_once_its_prompts_are_written(
         "N-gram on Qwen3",
         2,
     )
-    assert loaded.path(loaded.workload.prompts) == path.parent.resolve() / "prompts.jsonl"
+    assert loaded.path(loaded.workload.prompts or "") == path.parent.resolve() / "prompts.jsonl"
     lines = [json.dumps({"class": "coding", "prompt": f"p{i}"}) for i in range(8)]
     (path.parent / "prompts.jsonl").write_text("\n".join(lines) + "\n")
     estimate = CliRunner().invoke(

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kbgen.bench import driver as bench
+from kbgen.bench import provenance
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Arrivals
 from kbgen.record import compose, recompute, write
@@ -98,7 +99,7 @@ def run(tmp_path: Path, data: dict[str, Any]) -> RunFolder:
         launcher = Switching(paced, str(server.make_url("")).rstrip("/"))
         try:
             text = (tmp_path / "spec.yaml").read_text()
-            folder = RunFolder.create(tmp_path / "runs", spec.id, text, bench.new_meta(spec))
+            folder = RunFolder.create(tmp_path / "runs", spec.id, text, provenance.new_meta(spec))
             await bench.run(spec, folder, Loads(paced), launcher=launcher)
             return folder
         finally:

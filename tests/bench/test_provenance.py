@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kbgen import __version__
-from kbgen.bench import driver, provenance
+from kbgen.bench import provenance
 from kbgen.errors import Mismatch
 from kbgen.kb.models import Draft, KbgenBuild, Software, Variant
 from kbgen.run.spec import ExperimentSpec, ExternalServer, ProcessServer
@@ -287,7 +287,7 @@ def test_run_json_of_a_process_run_on_a_gpu_machine(tmp_path: Path, bare_path: P
         tmp_path, server={"launcher": "process", "command": [str(python)], "model": "m"}
     )
     spec.host_label = "lab-h200"
-    meta = driver.new_meta(spec, tmp_path / "spec.yaml")
+    meta = provenance.new_meta(spec, tmp_path / "spec.yaml")
     assert meta.hardware is not None and meta.hardware.accelerator_memory_gib == 140.4
     assert meta.software is not None and meta.software.driver == "580.159.04"
     assert (meta.software.torch, meta.software.cuda) == ("2.11.0+cu130", "13.0")
@@ -298,7 +298,7 @@ def test_run_json_of_a_process_run_on_a_gpu_machine(tmp_path: Path, bare_path: P
 
 def test_run_json_of_an_external_server_names_no_hardware(tmp_path: Path, bare_path: Path) -> None:
     fake(bare_path, "nvidia-smi", f"printf '{H200}'")  # the server may be on another machine
-    meta = driver.new_meta(small_spec(tmp_path))
+    meta = provenance.new_meta(small_spec(tmp_path))
     assert meta.hardware is None and meta.software == Software(kbgen=__version__)
 
 
@@ -358,7 +358,7 @@ def test_kbgen_s_commit_is_its_own_wherever_the_spec_sits(
     tmp_path: Path, kbgen_under_test: KbgenBuild, where: str, same_checkout: bool | None
 ) -> None:
     spec_path, spec_sha = _spec_in(where, tmp_path)
-    meta = driver.new_meta(small_spec(tmp_path), spec_path)
+    meta = provenance.new_meta(small_spec(tmp_path), spec_path)
     assert meta.kbgen == kbgen_under_test
     assert (meta.git_sha, meta.spec_in_kbgen_checkout) == (spec_sha, same_checkout)
     if where == "another-repository":
@@ -369,7 +369,7 @@ def test_no_git_at_all_names_kbgen_s_version_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no git: even kbgen's own checkout says nothing
-    meta = driver.new_meta(small_spec(tmp_path), EXAMPLE_SPEC)
+    meta = provenance.new_meta(small_spec(tmp_path), EXAMPLE_SPEC)
     assert meta.kbgen == KbgenBuild(version=__version__)
     assert (meta.git_sha, meta.git_changed, meta.spec_in_kbgen_checkout) == (None, None, None)
 

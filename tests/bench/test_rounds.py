@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kbgen.bench import driver as bench
+from kbgen.bench import provenance
 from kbgen.bench.launch import Launched, ProcessLauncher
 from kbgen.kb.models import Variant
 from kbgen.run import design
@@ -78,7 +79,9 @@ def test_the_order_is_seeded_and_reproducible(tmp_path: Path) -> None:
 
 def test_the_order_is_recorded_in_run_json(tmp_path: Path) -> None:
     s = spec(tmp_path, rounds=4, order_seed=3)
-    folder = RunFolder.create(tmp_path / "runs", s.id, "schema_version: 1\n", bench.new_meta(s))
+    folder = RunFolder.create(
+        tmp_path / "runs", s.id, "schema_version: 1\n", provenance.new_meta(s)
+    )
     meta = json.loads((folder.path / "run.json").read_text())
     assert meta["order"] == [list(step) for step in design.order(s)]
     assert meta["order_seed"] == 3
@@ -159,7 +162,9 @@ def test_a_round_restarts_the_server_only_when_the_arguments_differ(
     s = spec(tmp_path, server=process_server(), variants=variants, rounds=3, per_class=1)
     assert isinstance(s.server, ProcessServer)
     launcher = Counting(ProcessLauncher(s.server))
-    folder = RunFolder.create(tmp_path / "runs", s.id, "schema_version: 1\n", bench.new_meta(s))
+    folder = RunFolder.create(
+        tmp_path / "runs", s.id, "schema_version: 1\n", provenance.new_meta(s)
+    )
     asyncio.run(bench.run(s, folder, launcher=launcher))
     arms = [arm for _, arm in design.order(s)]
     assert [name for name, _ in launcher.starts] == arms  # one start per window
@@ -185,7 +190,9 @@ def _bench_fake(
                 update={"server": s.server.model_copy(update={"url": str(server.make_url(""))})}
             )
             text = yaml.safe_dump(here.model_dump(mode="json", exclude_unset=True))
-            run = folder or RunFolder.create(tmp_path / "runs", s.id, text, bench.new_meta(here))
+            run = folder or RunFolder.create(
+                tmp_path / "runs", s.id, text, provenance.new_meta(here)
+            )
             await bench.run(here, run)
             return run
         finally:

@@ -20,7 +20,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from kbgen.bench import driver as bench
-from kbgen.bench import senders
+from kbgen.bench import provenance, senders
 from kbgen.bench import totals as run_totals
 from kbgen.bench.client import Client, Timeouts
 from kbgen.bench.launch import Launched
@@ -208,7 +208,7 @@ def _run(tmp_path: Path, name: str, events: Any = None, **workload: Any) -> RunF
         async with fake_server() as url:
             spec = _spec(url, tmp_path, **workload)
             folder = RunFolder.create(
-                tmp_path / name, spec.id, "schema_version: 1\n", bench.new_meta(spec)
+                tmp_path / name, spec.id, "schema_version: 1\n", provenance.new_meta(spec)
             )
             await bench.run(spec, folder, events)
             return folder
@@ -259,7 +259,7 @@ def test_a_dying_client_process_loses_no_finished_sample_and_fails_the_run(
             spec = _spec(url, tmp_path, client_processes=2)
             folder.append(
                 RunFolder.create(
-                    tmp_path / "runs", spec.id, "schema_version: 1\n", bench.new_meta(spec)
+                    tmp_path / "runs", spec.id, "schema_version: 1\n", provenance.new_meta(spec)
                 )
             )
             await bench.run(spec, folder[0], killer)

@@ -76,7 +76,7 @@ def run(
         launcher = Switching(paced, str(server.make_url("")).rstrip("/"))
         try:
             folder = RunFolder.create(
-                tmp_path / "runs", spec.id, path.read_text(), bench.new_meta(spec)
+                tmp_path / "runs", spec.id, path.read_text(), provenance.new_meta(spec)
             )
             looker = stopping.looker(spec, folder)
 

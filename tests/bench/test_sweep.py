@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from kbgen.bench import driver as bench
+from kbgen.bench import provenance
 from kbgen.errors import InvalidInput
 from kbgen.kb.models import Outcome
 from kbgen.record import compose, recompute, write
@@ -182,7 +183,7 @@ def run_sweep(tmp_path: Path, interrupt_after: int | None = None) -> tuple[RunFo
         launcher = Switching(paced, str(server.make_url("")).rstrip("/"))
         try:
             folder = folder or RunFolder.create(
-                tmp_path / "runs", spec.id, text, bench.new_meta(spec)
+                tmp_path / "runs", spec.id, text, provenance.new_meta(spec)
             )
             await bench.run(spec, folder, events or Loads(paced), launcher=launcher)
             return folder

@@ -223,7 +223,9 @@ GUIDELLM_REPORT = FIXTURES / "agreement" / "cpu-guidellm-baseline-r0.json"
 def _cpu_todo() -> list[tuple[str, int, str]]:
     """The prompts of bench/perf/agreement-cpu.yaml, in the order every client sent them."""
     workload = specs.load(agreement.DEFAULT_SPEC).workload
-    suite = prompts.load(vllm_env.REPO / workload.prompts, workload.classes, workload.per_class)
+    suite = prompts.load(
+        vllm_env.REPO / (workload.prompts or ""), workload.classes, workload.per_class
+    )
     return [(c, i, t) for c in workload.classes for i, t in enumerate(suite[c])]
 
 

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from kbgen.bench import driver as bench
-from kbgen.bench import effective
+from kbgen.bench import effective, provenance
 from kbgen.cli import cli
 from kbgen.errors import Mismatch
 from kbgen.kb import loading as kb
@@ -225,7 +225,7 @@ def test_start_up_time_from_a_slow_server_reaches_the_record_and_its_page(
         per_class=1,
     )
     text = yaml.safe_dump(spec.model_dump(mode="json", exclude_unset=True))
-    folder = RunFolder.create(tmp_path / "runs", spec.id, text, bench.new_meta(spec))
+    folder = RunFolder.create(tmp_path / "runs", spec.id, text, provenance.new_meta(spec))
     asyncio.run(bench.run(spec, folder))
     record, _ = compose.from_run(folder, "slow")
     assert set(record.startup_s) == {"a", "b"}

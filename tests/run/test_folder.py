@@ -23,11 +23,11 @@ SPEC_TEXT = "schema_version: 1\nid: ngram-vs-baseline\n"
 
 
 def a_meta(**changes: Any) -> RunMeta:
-    """What bench.driver.new_meta makes for a new run."""
+    """What bench.provenance.new_meta makes for a new run."""
     return RunMeta.model_validate({**A_META, **changes})
 
 
-A_META: dict[str, Any] = {  # run.json of a new run: what bench.driver.new_meta always writes
+A_META: dict[str, Any] = {  # run.json of a new run: what bench.provenance.new_meta always writes
     "format": 1,
     "spec_id": "ngram-vs-baseline",
     "status": "running",

@@ -188,7 +188,7 @@ def test_a_class_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["missing", "fifo", "folder", "latin-1"])
 def test_a_spec_whose_suite_is_unreadable_leaves_no_run_folder(tmp_path: Path, kind: str) -> None:
     spec = small_spec(tmp_path)
-    suite = Path(spec.workload.prompts)
+    suite = Path(spec.workload.prompts or "")
     suite.unlink()
     if kind == "latin-1":
         suite.write_bytes('{"class": "coding", "prompt": "café"}\n'.encode("latin-1"))

@@ -14,17 +14,23 @@ from kbgen.bench.client import Client
 from kbgen.errors import ServerFailed, ServerUnreachable
 from kbgen.kb.models import Api, Prefixes
 from kbgen.run import prefixes as design
+from kbgen.run import traffic
 from kbgen.run.models import PrefixTexts
 from kbgen.run.spec import WorkloadSpec
 
 
 def payload(
-    workload: WorkloadSpec, model: str, prompt: str, prefix: str | None = None
+    workload: WorkloadSpec,
+    model: str,
+    prompt: str,
+    prefix: str | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The body of one request: the workload's settings, the prompt, a shared prefix before it."""
+    """The body of one request: the workload's settings, the prompt, a shared prefix before it,
+    its own `max_tokens` where it has one (drawn lengths, a trace)."""
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": workload.max_tokens,
+        "max_tokens": max_tokens or workload.max_tokens,
         "temperature": workload.temperature,
         "ignore_eos": workload.ignore_eos,
     }
@@ -67,6 +73,21 @@ async def _build(client: Client, model: str, prefixes: Prefixes, api: Api) -> Pr
     return PrefixTexts(shared_tokens=shared, block_size=block, texts=texts, tokens=lengths)
 
 
+async def word_tokens(client: Client, model: str, api: Api) -> tuple[dict[str, int], int]:
+    """How many of the served model's tokens each word prompts are built from is
+    (`run.traffic.word_list`), and how many a request adds to its prompt's (special tokens,
+    the chat template); a server without vLLM's `/tokenize` is a ServerFailed."""
+    try:
+        counts = {w: len(await _tokens(client, model, w)) for w in traffic.word_list()}
+        one = next(w for w, n in counts.items() if n == 1)
+        return counts, len(await _request_tokens(client, model, api, None, one)) - 1
+    except (ServerUnreachable, KeyError, TypeError, ValueError, StopIteration) as exc:
+        raise ServerFailed(
+            "synthetic and trace prompts are built with the server's own tokenizer, through "
+            f"vLLM's /tokenize, which answered otherwise: {exc}"
+        ) from exc
+
+
 def drawn(
     prefixes: Prefixes | None, texts: PrefixTexts | None, prompt_class: str, prompt_index: int
 ) -> tuple[int | None, str | None]:
@@ -85,7 +106,7 @@ async def _tokens(client: Client, model: str, text: str) -> list[int]:
 
 
 async def _request_tokens(
-    client: Client, model: str, api: Api, prefix: str, prompt: str
+    client: Client, model: str, api: Api, prefix: str | None, prompt: str
 ) -> list[int]:
     """The tokens the server reads for a request of `prompt` after `prefix`, as the run sends it."""
     body: dict[str, Any] = {"model": model}

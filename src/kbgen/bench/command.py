@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbgen.bench import blocks, driver, progress
+from kbgen.bench import blocks, driver, progress, provenance
 from kbgen.errors import KbgenError, UsageError
 from kbgen.run import design, spec
 from kbgen.run.folder import RunFolder
@@ -58,7 +58,7 @@ def prepare(
     suite = driver.check_inputs(experiment, spec_file, None, ray is not None)  # no folder yet
     text = spec_file.read_text()
     folder = RunFolder.create(
-        runs_root, experiment.id, text, driver.new_meta(experiment, spec_file)
+        runs_root, experiment.id, text, provenance.new_meta(experiment, spec_file)
     )
     if ray is not None:
         blocks.create(folder, experiment, ray)

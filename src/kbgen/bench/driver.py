@@ -7,14 +7,12 @@ successful sample yet. The order and a window's steps: docs/design.md, "The orde
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
-from kbgen import __version__
 from kbgen.bench import bodies, effective, machine, provenance, senders, totals
 from kbgen.bench.client import Client, ModelCard, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
@@ -27,16 +25,15 @@ from kbgen.errors import (
 )
 from kbgen.kb.models import Load
 from kbgen.kb.problems import located
-from kbgen.run import arrivals, budget, prompts
-from kbgen.run.design import Key, Listen, Look, Looked, Step, design_of, plan, steps, windows
+from kbgen.run import budget, traffic
+from kbgen.run.design import Key, Listen, Look, Looked, Step, design_of, plan, steps
 from kbgen.run.folder import RunFolder
 from kbgen.run.models import (
-    FORMAT,
     Dropped,
     PrefixTexts,
-    RunMeta,
     RunTotals,
     Stopped,
+    Traffic,
     VariantRun,
     Window,
 )
@@ -66,43 +63,6 @@ class NoEvents:
     def variant_started(self, variant: str, todo: int, launched: Launched) -> None: ...
     def load_started(self, variant: str, load: Load, todo: int) -> None: ...
     def sample_done(self, sample: Sample) -> None: ...
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
-    """run.json of a new run: nothing measured yet, the order it will run in, and what it runs
-    on (`provenance`; the machine only when kbgen starts the server on it) and with which code:
-    kbgen's own commit, and the spec's. `spec_path`: the spec's file, whose repository names
-    the spec's commit and the prompt suite's path (without one, the folder kbgen runs in)."""
-    label = provenance.label(spec.host_label)
-    hardware, driver = provenance.server_hardware(spec.server, label)
-    suite_file = spec.path(spec.workload.prompts)
-    suite, digest = provenance.suite(suite_file, spec_path)
-    return RunMeta(
-        format=FORMAT,
-        spec_id=spec.id,
-        status="running",
-        started=_now(),
-        tool=f"kbgen {__version__}",
-        kbgen=provenance.kbgen_build(),
-        git_sha=provenance.git_sha(spec_path),
-        git_changed=provenance.git_changed(spec_path),
-        spec_in_kbgen_checkout=provenance.spec_in_kbgen_checkout(spec_path),
-        hardware=hardware,
-        software=provenance.software(spec, driver),
-        host_label=label,
-        prompt_suite=suite,
-        prompt_suite_sha256=digest,
-        workdir=str(spec.folder),
-        groups=prompts.groups(suite_file, spec.workload.classes, spec.workload.per_class),
-        attempts=1,
-        variants={},
-        order=windows(spec),
-        order_seed=spec.workload.order_seed,
-    )
 
 
 async def run(
@@ -146,7 +106,7 @@ def finish(spec: ExperimentSpec, folder: RunFolder) -> RunTotals:
         if settings is not None:  # left unset for a server with no vLLM log: nothing said
             variant_totals.effective = settings
     folder.write_totals(run_totals)
-    folder.update_meta(status="complete", finished=_now())
+    folder.update_meta(status="complete", finished=provenance.now())
     return run_totals
 
 
@@ -186,8 +146,7 @@ def check_inputs(
                 what = f"[{shown}] is not {parts} of {folder.spec_path.name}"
                 raise InvalidInput([located(folder.path / "run.json", ["order", i], what)])
         folder.read_samples()
-    w = spec.workload
-    suite = prompts.load(spec.path(w.prompts), w.classes, w.per_class)
+    suite = traffic.suite(spec)  # synthetic or trace texts built on the first server
     check_requests(spec, suite, path)
     check_environment(spec, path, on_nodes)
     return suite
@@ -215,7 +174,8 @@ class _Run:
         self.dropped = set(folder.meta().dropped)  # a resume keeps who left the race
         self.began = time.monotonic()
         self.launched_at: dict[str, float] = {}  # each arm's latest start, monotonic
-        self.texts: PrefixTexts | None = None  # the shared prefixes, once built (`prefixes`)
+        self.texts: PrefixTexts | None = None  # the shared prefixes, once built (`built`)
+        self.requests = traffic.of(self.workload, spec.folder)  # synthetic or a trace's
         self.serving: str | None = None  # the arm whose server runs now
         self.attempt = folder.meta().attempts - 1
         self.launcher = launcher or launcher_for(spec.server, spec.folder)
@@ -317,7 +277,7 @@ class _Run:
                 )
             served = await client.served_model()
             info = await self.started(name, launched, client, served)
-            await self.prefixes(client, served.id, workload)
+            await self.built(client, served.id, workload)
             self.events.variant_started(name, len(todo), launched)
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))
@@ -335,13 +295,33 @@ class _Run:
         if failure:
             raise self.failed(name, failure, client_died)
 
-    async def prefixes(self, client: Client, model: str, workload: WorkloadSpec) -> None:
-        """The run's shared prefixes (`self.texts`): built on the first server, kept in run.json."""
+    async def built(self, client: Client, model: str, workload: WorkloadSpec) -> None:
+        """The run's shared prefixes (`self.texts`) and synthetic or trace prompts (into
+        `self.suite`): built on the first server from what run.json keeps."""
         meta = self.folder.meta()
         if workload.prefixes is not None and meta.prefixes is None:
             meta.prefixes = await bodies.build(client, model, workload.prefixes, workload.api)
             self.folder.write_meta(meta)
         self.texts = meta.prefixes
+        if self.requests is None or any(self.suite[workload.source]):
+            return
+        if meta.traffic is None:
+            rate = traffic.own_rate(self.requests) if workload.trace else None
+            counts, added = await bodies.word_tokens(client, model, workload.api)
+            meta.traffic = Traffic(
+                word_tokens=counts,
+                added_tokens=added,
+                requests=len(self.requests),
+                rate_rps=rate * workload.trace.speedup if rate and workload.trace else None,
+            )
+            self.folder.write_meta(meta)
+        block, seed = (
+            (workload.trace.block_tokens, workload.trace.seed)
+            if workload.trace
+            else (1, workload.synthetic.seed if workload.synthetic else 0)
+        )
+        built = traffic.texts(self.requests, meta.traffic, block, seed)
+        self.suite = {workload.source: built}
 
     async def started(
         self, name: str, launched: Launched, client: Client, served: ModelCard
@@ -450,7 +430,7 @@ class _Run:
             return
         first = workload.classes[0]
         prompts_ = self.suite[first]
-        slots = 1 if workload.request_rate else workload.concurrency  # open loop: as asked
+        slots = 1 if self.spec.open_loop else workload.concurrency  # open loop: as asked
         count = max(workload.warmup, slots)
         jobs = [
             senders.Job(
@@ -503,11 +483,14 @@ class _Run:
         def prompt_of(key: Key) -> str:
             return self.suite[key.prompt_class][key.prompt_index]
 
+        def tokens_out(key: Key) -> int | None:
+            return self.requests[key.prompt_index].output_tokens if self.requests else None
+
         drawn = [bodies.drawn(prefixes, self.texts, k.prompt_class, k.prompt_index) for k in todo]
         jobs = [
             senders.Job(
                 workload.api,
-                bodies.payload(workload, model, prompt_of(key), text),
+                bodies.payload(workload, model, prompt_of(key), text, tokens_out(key)),
                 Sample(
                     variant=name,
                     prompt_class=key.prompt_class,
@@ -524,9 +507,10 @@ class _Run:
             )
             for key, (prefix, text) in zip(todo, drawn, strict=True)
         ]
-        if workload.request_rate is not None:  # the same times for every arm of the round
-            rate, start = workload.request_rate, time.perf_counter_ns()
-            due = arrivals.offsets(workload.arrivals, rate, len(jobs), todo[0].round, todo[0].level)
+        sent = [(k.prompt_index, k.repeat) for k in todo]
+        due = traffic.due(workload, self.requests, sent, todo[0].round, todo[0].level)
+        if due is not None:  # the same times for every arm of the round
+            start = time.perf_counter_ns()
             jobs = [
                 replace(job, due_ns=start + round(s * 1e9), sample=on_schedule(job.sample))
                 for job, s in zip(jobs, due, strict=True)

@@ -7,6 +7,7 @@ pure functions of the probes' output (docs/design.md, "What a run measured on").
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import functools
 import hashlib
 import json
@@ -27,6 +28,8 @@ from kbgen.errors import KbgenError, Mismatch, UsageError
 from kbgen.kb import files, git
 from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
 from kbgen.run import prompts
+from kbgen.run.design import windows
+from kbgen.run.models import FORMAT, RunMeta
 from kbgen.run.spec import ExperimentSpec, ProcessServer, Server
 
 GPU_QUERY = [
@@ -49,6 +52,45 @@ TORCH_PROBE = (
 )
 _PYTHON = re.compile(r"python[0-9.]*")
 PACKAGE = Path(kbgen.__file__).parent  # the kbgen whose code is running, wherever it came from
+
+
+def now() -> str:
+    """The time now, as run.json keeps it (UTC, ISO 8601, to the second)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
+    """run.json of a new run: nothing measured yet, the order it will run in, and what it runs
+    on (the machine only when kbgen starts the server on it) and with which code:
+    kbgen's own commit, and the spec's. `spec_path`: the spec's file, whose repository names
+    the spec's commit and the prompt suite's path (without one, the folder kbgen runs in)."""
+    host = label(spec.host_label)
+    hardware, driver = server_hardware(spec.server, host)
+    w = spec.workload
+    source = w.prompts or (w.trace.path if w.trace else None)
+    named, digest = suite(spec.path(source), spec_path) if source else ("synthetic", None)
+    return RunMeta(
+        format=FORMAT,
+        spec_id=spec.id,
+        status="running",
+        started=now(),
+        tool=f"kbgen {__version__}",
+        kbgen=kbgen_build(),
+        git_sha=git_sha(spec_path),
+        git_changed=git_changed(spec_path),
+        spec_in_kbgen_checkout=spec_in_kbgen_checkout(spec_path),
+        hardware=hardware,
+        software=software(spec, driver),
+        host_label=host,
+        prompt_suite=named,
+        prompt_suite_sha256=digest,
+        workdir=str(spec.folder),
+        groups=prompts.groups(spec.path(w.prompts), w.classes, w.per_class) if w.prompts else None,
+        attempts=1,
+        variants={},
+        order=windows(spec),
+        order_seed=spec.workload.order_seed,
+    )
 
 
 def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | None:

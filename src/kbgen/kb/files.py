@@ -238,6 +238,26 @@ def read_json(
     return data
 
 
+def json_lines(path: Path, raw: bytes) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """Each non-blank line of a JSONL file's bytes as JSON, with its number; and the problems of
+    the lines that are not UTF-8 or not JSON, located in `path`."""
+    found, problems = [], []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message = f"not UTF-8 text (byte 0x{line[exc.start]:02x})"
+            problems.append(Problem(path, number, "", message))
+            continue
+        if not text.strip():
+            continue
+        try:
+            found.append((number, json.loads(text)))
+        except (ValueError, RecursionError) as exc:
+            problems.append(Problem(path, number, "", f"not JSON: {json_fault(exc)}"))
+    return found, problems
+
+
 def json_fault(exc: ValueError | RecursionError) -> str:
     """What `json.loads` found wrong, in words: its message, or why it gave up."""
     if isinstance(exc, json.JSONDecodeError):

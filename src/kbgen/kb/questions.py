@@ -78,7 +78,7 @@ WORKLOAD = (
 NOT_ASKED = tuple(
     name
     for name in Workload.model_fields
-    if name not in {*WORKLOAD, "arrivals", "prefixes", "usage"}
+    if name not in {*WORKLOAD, "arrivals", "prefixes", "synthetic", "trace", "usage"}
 )
 
 
@@ -114,6 +114,11 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
         asked_for["arrivals"] = workload.arrivals.model_dump(mode="json", exclude={"seed"})
     if workload.prefixes is not None:  # how much the cache can hold: the count and length
         asked_for["prefixes"] = workload.prefixes.model_dump(mode="json", exclude={"seed"})
+    if workload.synthetic is not None:  # the lengths' distributions, not the draw
+        asked_for["synthetic"] = workload.synthetic.model_dump(mode="json", exclude={"seed"})
+    if workload.trace is not None:  # the slice and its speed (the file: `prompt_suite`)
+        exclude = {"seed", "path", "format"}
+        asked_for["trace"] = workload.trace.model_dump(mode="json", exclude=exclude)
     return asked_for
 
 
@@ -187,11 +192,13 @@ ASKED: tuple[Part, ...] = (
         "workload",
         "the workload",
         Workload,
-        (*WORKLOAD, "arrivals", "prefixes", "usage"),
+        (*WORKLOAD, "arrivals", "prefixes", "synthetic", "trace", "usage"),
         "asking for `usage` on every chunk costs the server a few per cent; a measured record "
         "that does not say asked on every chunk, and started each request as soon as its "
         "concurrency let it (`request_rate: inf`); of `arrivals`, the process and its "
-        "burstiness, not the seed; of `prefixes`, their count and length, not the seed",
+        "burstiness, not the seed; of `prefixes`, their count and length, not the seed; of "
+        "`synthetic`, the lengths' distributions, not the seed; of `trace`, its slice, speed "
+        "and bounds (the file is the `prompt_suite`), not the seed",
         _workload,
         tuple(path for path in get_args(Unknowable) if path.startswith("workload.")),
     ),

@@ -97,7 +97,7 @@ def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) ->
     from kbgen.bench import provenance
     from kbgen.kb import loading
     from kbgen.record.estimate import estimate
-    from kbgen.run import prompts
+    from kbgen.run import traffic
     from kbgen.run.spec import check_requests
 
     if spec_path is None or resume is not None:
@@ -105,7 +105,7 @@ def estimate_spec(spec_path: Path | None, resume: Path | None, records: Path) ->
 
     spec = load_spec(spec_path)
     w = spec.workload
-    suite = prompts.load(spec.path(w.prompts), w.classes, w.per_class)
+    suite = traffic.suite(spec)
     check_requests(spec, suite, spec_path)
     hardware = provenance.server_hardware(spec.server)[0] or spec.hardware
     found = loading.load([records]).records.values() if records.is_dir() else []

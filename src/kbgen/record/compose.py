@@ -69,7 +69,8 @@ AS_RUN = (set(Workload.model_fields) & set(WorkloadSpec.model_fields)) - DESIGN 
 
 def _arrivals(spec: ExperimentSpec) -> dict[str, Any]:
     """How an open loop's requests arrived, said even where the spec left the default."""
-    return {"arrivals": spec.workload.arrivals or Arrivals()} if spec.open_loop else {}
+    timed = spec.open_loop and spec.workload.trace is None  # a trace's times are its own
+    return {"arrivals": spec.workload.arrivals or Arrivals()} if timed else {}
 
 
 def _design(workload: WorkloadSpec, order: list[Stored] | None) -> dict[str, Any]:

@@ -173,7 +173,8 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         windows=windows,
         torn=len(read.torn),
         concurrency=spec.workload.concurrency,
-        request_rate=spec.workload.request_rate,
+        request_rate=spec.workload.request_rate
+        or (meta.traffic.rate_rps if meta.traffic else None),
         prefixes=None
         if meta.prefixes is None
         else PrefixDesign.model_validate(

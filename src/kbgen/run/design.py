@@ -85,9 +85,9 @@ def steps(stored: list[Stored]) -> list[Step]:
 def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: int) -> list[Key]:
     """A round's requests of one arm (its variant left empty), in the order they are sent.
 
-    Repeat by repeat through the classes; with `rounds` > 1 shuffled, seeded by `order_seed`
-    and the round, so every arm of a round sends the same sequence and a prompt's place in it
-    changes at random from round to round.
+    Repeat by repeat through the classes; with `rounds` > 1 shuffled (but a trace), seeded by
+    `order_seed` and the round, so every arm of a round sends the same sequence and a prompt's
+    place in it changes at random from round to round.
     """
     keys = [
         Key("", cls, index, repeat, round)
@@ -95,7 +95,7 @@ def round_requests(workload: WorkloadSpec, suite: dict[str, list[str]], round: i
         for cls in workload.classes
         for index in range(len(suite[cls]))
     ]
-    if workload.rounds > 1:
+    if workload.rounds > 1 and workload.trace is None:  # a trace is sent in its own order
         random.Random(f"kbgen-prompts:{workload.order_seed}:{round}").shuffle(keys)
     return keys
 

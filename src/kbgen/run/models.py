@@ -161,6 +161,23 @@ class PrefixTexts(PrefixDesign):
     tokens: list[Count] = Field(description="Each text's length in tokens, as the server says.")
 
 
+class Traffic(Model):
+    """What a run built its synthetic or trace prompts from (`run.traffic.texts`)."""
+
+    word_tokens: dict[str, Count] = Field(
+        description="Each word's length in the served model's tokens, as the server says."
+    )
+    added_tokens: Count = Field(
+        default=0,
+        description="Tokens a request adds to its prompt's (special tokens, the chat template): "
+        "each prompt is built this much shorter than its input length.",
+    )
+    requests: Count = Field(description="The requests of the draw or the trace's slice.")
+    rate_rps: Finite | None = Field(
+        default=None, description="A trace slice's own rate, its speedup applied (None: none)."
+    )
+
+
 class RunMeta(Model):
     """`run.json`: what ran where, and how far the run got."""
 
@@ -226,6 +243,10 @@ class RunMeta(Model):
     )
     prefixes: PrefixTexts | None = Field(
         default=None, description="The shared prefixes, built at the first start (absent: none)."
+    )
+    traffic: Traffic | None = Field(
+        default=None,
+        description="What synthetic or trace prompts were built from at the first start.",
     )
     cluster: Cluster | None = Field(
         default=None,

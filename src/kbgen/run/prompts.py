@@ -7,7 +7,6 @@ may name its prompt's `group` (a template, a source: the verdict's unit, then).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,21 +39,8 @@ def _read(path: Path) -> tuple[list[Prompt], list[Problem]]:
     if not path.exists() and not path.is_symlink():
         raise InvalidInput([Problem(path, None, "", "no such prompt file")])
     found: list[Prompt] = []
-    problems = []
-    for number, raw in enumerate(files.read_regular(path, MAX_BYTES).split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
-            problems.append(Problem(path, number, "", message))
-            continue
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            problems.append(Problem(path, number, "", f"not JSON: {files.json_fault(exc)}"))
-            continue
+    lines, problems = files.json_lines(path, files.read_regular(path, MAX_BYTES))
+    for number, entry in lines:
         if not isinstance(entry, dict) or not isinstance(entry.get("prompt"), str):
             problems.append(Problem(path, number, "prompt", "each line needs a string `prompt`"))
             continue

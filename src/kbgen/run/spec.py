@@ -27,7 +27,9 @@ from kbgen.kb.models import (
     Model,
     Prefixes,
     Slug,
+    Synthetic,
     TaskRef,
+    Trace,
     UsageMode,
     Variant,
     VariantName,
@@ -141,12 +143,29 @@ Server = Annotated[
 class WorkloadSpec(Model):
     """What to send, how often, and how."""
 
-    prompts: str = Field(
-        description="JSONL file of prompts: one object per line with `prompt` and `class`.",
+    prompts: str | None = Field(
+        default=None,
+        description="JSONL file of prompts: one object per line with `prompt` and `class` "
+        "(or `synthetic` or `trace` instead).",
         examples=["bench/prompts/seed.jsonl"],
     )
     classes: list[Slug] = Field(
-        min_length=1, description="Prompt classes to measure.", examples=[["coding", "math"]]
+        default_factory=list,
+        description="Prompt classes to measure (with `synthetic` or `trace`: the one class "
+        "named so, unset).",
+        examples=[["coding", "math"]],
+    )
+    synthetic: Synthetic | None = Field(
+        default=None,
+        description="Requests of drawn input and output lengths instead of a prompt suite, each "
+        "prompt built to the token with the served model's tokenizer at the first start.",
+        examples=[{"count": 64, "input_tokens": {"mean": 256}, "output_tokens": {"mean": 64}}],
+    )
+    trace: Trace | None = Field(
+        default=None,
+        description="A production trace replayed instead of a prompt suite: open loop at its "
+        "own times (a `request_rate` scales them), prompts built to its lengths and blocks.",
+        examples=[{"path": "bench/traces/generated-small.jsonl", "speedup": 2.0}],
     )
     per_class: Int | None = Field(
         default=None,
@@ -266,9 +285,28 @@ class WorkloadSpec(Model):
     def _classes_once(self) -> WorkloadSpec:
         # a class listed twice would send each of its prompts twice as often as the spec says
         fail_at("WorkloadSpec", repeats_of("classes", self.classes))
+        fail_at("WorkloadSpec", self._source())
+        if self.source != "prompts":
+            self.classes = [self.source]
         if self.max_minutes is not None and self.stop != "when-decided":
             fail_at("WorkloadSpec", [(("max_minutes",), "is a budget of `stop: when-decided`")])
         return self
+
+    @property
+    def source(self) -> Literal["prompts", "synthetic", "trace"]:
+        """Where the requests come from: the prompt suite, drawn lengths or a trace."""
+        return "synthetic" if self.synthetic else "trace" if self.trace else "prompts"
+
+    def _source(self) -> list[tuple[tuple[str | int, ...], str]]:
+        given = [name for name in ("prompts", "synthetic", "trace") if getattr(self, name)]
+        if not given:
+            return [(("prompts",), "name a prompt suite (or `synthetic` or `trace` requests)")]
+        if len(given) > 1:
+            return [((given[1],), f"requests come from one source: {' or '.join(given)}")]
+        if given[0] == "prompts":
+            return [(("classes",), "name the classes to measure")] if not self.classes else []
+        wrong = [c for c in self.classes if c != given[0]]
+        return [(("classes",), f"{given[0]} requests are one class, {given[0]!r}")] * bool(wrong)
 
 
 class ClusterSpec(Model):
@@ -392,6 +430,14 @@ class ExperimentSpec(Model):
         if self.workload.arrivals is not None and not self.open_loop:
             message = "needs a `request_rate` (the workload's, or a swept one) to arrive at"
             errors.append((("workload", "arrivals"), message))
+        if self.workload.trace is not None and self.workload.arrivals is not None:
+            message = "a trace arrives at its own times: scale them with `request_rate`"
+            errors.append((("workload", "arrivals"), message))
+        trace = self.workload.trace
+        rated = self.workload.request_rate is not None or "workload.request_rate" in self.sweep
+        if trace is not None and "speedup" in trace.model_fields_set and rated:
+            message = "sets the trace's speed, as a `request_rate` does: give one of them"
+            errors.append((("workload", "trace", "speedup"), message))
         if "workload.request_rate" in self.sweep and "workload.concurrency" in self.sweep:
             message = "a sweep varies the request rate or the concurrency, not both"
             errors.append((("sweep", "workload.concurrency"), message))
@@ -400,9 +446,12 @@ class ExperimentSpec(Model):
 
     @property
     def open_loop(self) -> bool:
-        """Whether requests are sent at a request rate (at some load level, so at every one)."""
-        return self.workload.request_rate is not None or any(
-            "request_rate" in load for load in self._loads
+        """Whether requests are sent at their times: at a request rate (at some load level, so
+        at every one) or a trace's."""
+        return (
+            self.workload.request_rate is not None
+            or self.workload.trace is not None
+            or any("request_rate" in load for load in self._loads)
         )
 
     @property

@@ -88,7 +88,7 @@ from kbgen.kb.models.results import (
     Unit,
     Verdict,
 )
-from kbgen.kb.models.traffic import Arrivals, Prefixes
+from kbgen.kb.models.traffic import Arrivals, Lengths, Prefixes, Synthetic, Trace
 
 __all__ = [
     "ID_PATTERN",
@@ -120,6 +120,7 @@ __all__ = [
     "Hypothesis",
     "IntervalMethod",
     "KbgenBuild",
+    "Lengths",
     "Load",
     "LoadMeasurements",
     "Machine",
@@ -156,9 +157,11 @@ __all__ = [
     "Step",
     "Stop",
     "SuffixConfig",
+    "Synthetic",
     "Task",
     "TaskRef",
     "TokenCounts",
+    "Trace",
     "Unit",
     "Unknowable",
     "UsageMode",

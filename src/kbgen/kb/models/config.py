@@ -29,7 +29,7 @@ from kbgen.kb.models.base import (
     fail_at,
     repeats_of,
 )
-from kbgen.kb.models.traffic import Arrivals, Prefixes
+from kbgen.kb.models.traffic import Arrivals, Prefixes, Synthetic, Trace
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 
@@ -451,6 +451,12 @@ class Workload(Model):
     )
     prefixes: Prefixes | None = Field(
         default=None, description="The shared prefixes the requests drew (None: none)."
+    )
+    synthetic: Synthetic | None = Field(
+        default=None, description="The drawn lengths the requests had (None: a prompt suite)."
+    )
+    trace: Trace | None = Field(
+        default=None, description="The trace replayed, its slice and speed (None: none)."
     )
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
     usage: UsageMode | None = Field(

@@ -54,3 +54,84 @@ class Prefixes(Model):
         description="Seed of the texts and of which prefix each prompt draws: every arm, round "
         "and repeat sends a prompt with the same one.",
     )
+
+
+class Lengths(Model):
+    """A length in tokens drawn for each request, seeded (`vllm bench serve`'s random dataset,
+    GuideLLM's synthetic data): `mean` alone is every request's length."""
+
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
+        default="fixed",
+        description="`fixed`: `mean` for all. `uniform`: even over [`min`, `max`]. `normal`: "
+        "mean and `stdev`. `lognormal`: a log-normal of that mean and `stdev` (long tails, as "
+        "production lengths). Every draw is rounded and clipped to [`min`, `max`].",
+    )
+    mean: Annotated[Int, Field(ge=1, le=1_000_000)] = Field(description="The mean length.")
+    stdev: Annotated[Finite, Field(ge=0)] = Field(
+        default=0.0, description="Spread of `normal` and `lognormal` lengths."
+    )
+    min: Annotated[Int, Field(ge=1)] = Field(default=1, description="Fewest tokens.")
+    max: Annotated[Int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None, description="Most tokens (unset: no bound above)."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Lengths:
+        errors: list[tuple[tuple[str | int, ...], str]] = []
+        if self.max is not None and not self.min <= self.mean <= self.max:
+            errors.append((("mean",), f"must lie in [min, max]: [{self.min}, {self.max}]"))
+        if self.distribution == "uniform" and self.max is None:
+            errors.append((("max",), "a uniform length needs its upper bound"))
+        if self.distribution in ("normal", "lognormal") and self.stdev == 0:
+            errors.append((("stdev",), f"a {self.distribution} length needs a spread"))
+        fail_at("Lengths", errors)
+        return self
+
+
+class Synthetic(Model):
+    """Synthetic requests: `count` prompts of drawn input lengths, each its own text, each
+    asking for a drawn number of output tokens; the same on every arm, round and repeat."""
+
+    count: Annotated[Int, Field(ge=1, le=100_000)] = Field(description="How many requests.")
+    input_tokens: Lengths = Field(description="Each prompt's length in the model's tokens.")
+    output_tokens: Lengths = Field(description="Each request's `max_tokens`.")
+    seed: Int = Field(default=0, description="Seed of the lengths and the texts.")
+
+
+class Trace(Model):
+    """A production trace replayed: each line's time, input and output lengths, and (Mooncake)
+    its prefix blocks, so that requests with equal block ids share text as they shared a cache."""
+
+    path: str = Field(
+        description="The trace file, relative to the spec's workdir: Mooncake JSONL "
+        "(`timestamp` ms, `input_length`, `output_length`, `hash_ids`) or the Azure LLM "
+        "inference CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`).",
+        examples=["bench/traces/mooncake-conversation-head.jsonl"],
+    )
+    format: Literal["mooncake", "azure"] | None = Field(
+        default=None, description="The file's format (unset: `.csv` is azure, else mooncake)."
+    )
+    start_s: Annotated[Finite, Field(ge=0)] = Field(
+        default=0.0, description="Seconds into the trace its slice begins."
+    )
+    duration_s: Annotated[Finite, Field(gt=0)] | None = Field(
+        default=None, description="Seconds of the trace its slice keeps (unset: to its end)."
+    )
+    limit: Annotated[Int, Field(ge=1, le=100_000)] | None = Field(
+        default=None, description="The most requests the slice keeps, from its start."
+    )
+    speedup: Annotated[Finite, Field(gt=0, le=10_000)] = Field(
+        default=1.0,
+        description="Played this many times faster than recorded (unset `request_rate`); a "
+        "`request_rate` instead scales the gaps so that the slice arrives at that mean rate.",
+    )
+    block_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] = Field(
+        default=512, description="Tokens of one prefix block (`hash_ids`): Mooncake's are 512."
+    )
+    max_input_tokens: Annotated[Int, Field(ge=1)] | None = Field(
+        default=None, description="Longer prompts are cut to this (a model's shorter context)."
+    )
+    max_output_tokens: Annotated[Int, Field(ge=1)] | None = Field(
+        default=None, description="Longer outputs are cut to this."
+    )
+    seed: Int = Field(default=0, description="Seed of the texts of the blocks and the rest.")
