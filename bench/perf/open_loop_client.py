@@ -2,13 +2,15 @@
 """Does kbgen's client keep an open-loop schedule? Its lag at each rate and number of open streams.
 
 Usage: .venv/bin/python bench/perf/open_loop_client.py [--rates 50,200,800] [--processes 1,2]
-       [--tokens 256] [--gap-ms 8] [--seconds 4] [--quick] [--no-vllm] [--json FILE]
+       [--tokens 256] [--prompt-tokens N] [--gap-ms 8] [--seconds 4] [--quick] [--no-vllm]
+       [--json FILE]
 
 The source is `fake_vllm.py` on 127.0.0.1 with `--gap-ms`: each stream sends its tokens 16 a
 block with a pause after each, so a request of `--tokens` stays open about tokens / 16 x gap ms,
 and at a rate R about R x that many are open at once. kbgen sends `--seconds` x R requests at
 Poisson times (`run.arrivals.offsets`, as `kbgen bench` draws them), the concurrency cap above
-any count in flight, through the sender a window uses (`client_processes` P: one event loop, or P
+any count in flight (each prompt about `--prompt-tokens` long: a 32k context's body is 128 kB
+to write), through the sender a window uses (`client_processes` P: one event loop, or P
 client processes), and keeps every sample. Per rate and P: the client's own lag behind the
 schedule (`run.samples.schedule_lag_ns`: a slot free, the request not yet sent) at p50 and p99,
 the most streams open at once, and the client's CPU per request (psutil; this process and its
@@ -55,9 +57,9 @@ BURST = 16  # the source's events a block (fake_vllm.py's default)
 
 
 async def kbgen_run(url: str, model: str, rate: float, count: int, tokens: int, processes: int,
-                    meter: Meter) -> dict[str, Any]:  # fmt: skip
+                    meter: Meter, prompt: str = PROMPT) -> dict[str, Any]:  # fmt: skip
     """`count` requests at Poisson times at `rate`, as `kbgen bench`'s window sends them."""
-    payload = {"model": model, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True}
+    payload = {"model": model, "prompt": prompt, "max_tokens": tokens, "ignore_eos": True}
     samples: list[Sample] = []
 
     async def keep(sample: Sample) -> bool:
@@ -101,10 +103,12 @@ async def kbgen_run(url: str, model: str, rate: float, count: int, tokens: int, 
 
 
 def vllm_run(vb: VllmBench, url: str, tokenizer: Path, rate: float, count: int, tokens: int,
-             folder: Path) -> dict[str, Any]:  # fmt: skip
+             folder: Path, prompt_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
     """`vllm bench serve` at the same rate and count, Poisson (its default burstiness 1)."""
     out = folder / f"vllm-{rate:g}.json"
     argv = vllm_argv(url, tokenizer, Config(c=count, n=tokens, m=count), out)
+    if prompt_tokens is not None:  # its random dataset's prompts of that many tokens
+        argv[argv.index("--random-input-len") + 1] = str(prompt_tokens)
     cap = argv.index("--max-concurrency")
     argv = [*argv[:cap], *argv[cap + 2 :], "--request-rate", str(rate)]  # no cap: open loop
     cpu_s = vb.bench(argv)["window_cpu_s"]
@@ -122,6 +126,7 @@ def main() -> None:
     parser.add_argument("--rates", default="50,200,800")
     parser.add_argument("--processes", default="1,2")
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--prompt-tokens", type=int, help="long prompts: about this many tokens")
     parser.add_argument("--gap-ms", type=float, default=8.0)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--quick", action="store_true")
@@ -137,6 +142,7 @@ def main() -> None:
     source = Source(model, folder / "source.log", "--gap-ms", str(a.gap_ms))
     meter = Meter(psutil.Process(source.proc.pid), [psutil.Process()])
     stream_s = a.tokens / BURST * a.gap_ms / 1000
+    prompt = PROMPT if a.prompt_tokens is None else " the" * a.prompt_tokens  # a word a token
     rows = []
     print(f"streams of {a.tokens} tokens, open about {stream_s * 1000:.0f} ms; "
           f"{seconds:g} s of requests a run")  # fmt: skip
@@ -147,7 +153,8 @@ def main() -> None:
         for rate in rates:
             count = max(8, round(rate * seconds))
             for p in processes:
-                row = asyncio.run(kbgen_run(source.url, model, rate, count, a.tokens, p, meter))
+                row = asyncio.run(kbgen_run(source.url, model, rate, count, a.tokens, p, meter,
+                                            prompt))  # fmt: skip
                 cores = {"source_cores": meter.source_cores, "other_cores": meter.other_cores}
                 rows.append({"rate": rate, "requests": count, **row, **cores})
                 print(f"{rate:7g} {row['client']:18} {row['lag_p50_ms']:7.2f}ms "
@@ -155,7 +162,8 @@ def main() -> None:
                       f"{row['cpu_us_per_request']:7.0f}us {meter.source_cores:6.2f} "
                       f"{meter.other_cores:6.2f}", flush=True)  # fmt: skip
             if vb is not None and isinstance(vllm, tuple):
-                row = vllm_run(vb, source.url, vllm[1], rate, count, a.tokens, folder)
+                row = vllm_run(vb, source.url, vllm[1], rate, count, a.tokens, folder,
+                               a.prompt_tokens)  # fmt: skip
                 rows.append({"rate": rate, "requests": count, **row})
                 print(f"{rate:7g} {row['client']:18} {'':>8} {'':>8} {'':>5} "
                       f"{row['achieved_rps']:7.1f}/s {row['cpu_us_per_request']:7.0f}us",

@@ -247,3 +247,16 @@ def test_a_spec_takes_its_requests_from_one_source(tmp_path: Path) -> None:
             concurrency=8,
             request_rate=3.0,
         )
+
+
+def test_sessions_are_chats_of_prompts_not_of_a_trace(tmp_path: Path) -> None:
+    spec = small_spec(tmp_path, api="chat", sessions={"turns": 3})
+    assert spec.workload.sessions is not None and spec.workload.sessions.think_s == 0
+    with pytest.raises(ValidationError, match="need `api: chat`"):
+        small_spec(tmp_path, sessions={"turns": 3})
+    with pytest.raises(ValidationError, match="a trace's requests are its own"):
+        trace = {"path": str(MOONCAKE)}
+        small_spec(tmp_path, prompts=None, classes=[], trace=trace, concurrency=8, api="chat",
+                   sessions={"turns": 2})  # fmt: skip
+    with pytest.raises(ValidationError, match="greater than or equal to 2"):
+        small_spec(tmp_path, api="chat", sessions={"turns": 1})

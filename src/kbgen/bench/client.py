@@ -377,11 +377,13 @@ class Client:
         sample: Sample,
         scheduled_ns: int,
         usage: UsageMode = "continuous",
+        reply: list[str] | None = None,
     ) -> Sample:
         """Send one streaming request and fill `sample` with its timings, or with its error.
 
         `usage`: "continuous" asks for token counts on every chunk; "final" only at the end,
-        and then a chunk's tokens are known only where every chunk proves to carry one."""
+        and then a chunk's tokens are known only where every chunk proves to carry one.
+        `reply`: where the generated text's pieces go, where it is wanted (a session's)."""
         body = {**payload, "stream": True, "stream_options": STREAM_OPTIONS[usage]}
         url = self.base_url + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
         sample.scheduled_ns = scheduled_ns
@@ -392,7 +394,7 @@ class Client:
                     text = b"".join([chunk async for chunk in response.chunks])
                     sample.error = f"HTTP {response.status}: {text.decode(errors='replace')[:300]}"
                     return sample
-                await _read_stream(response.chunks, sample)
+                await _read_stream(response.chunks, sample, reply)
         except TimeoutError:
             sample.error = (
                 f"stalled: no data for {self._timeouts.stall_s:g} s "
@@ -404,12 +406,14 @@ class Client:
         return sample
 
 
-async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
+async def _read_stream(
+    chunks: AsyncIterator[bytes], sample: Sample, reply: list[str] | None = None
+) -> None:
     # The hot loop of the client: per event a slice, one validation and a few dict reads; the
     # sample's counts are written back once (a model's attribute write costs as much as a parse).
     parser = SSEParser()
     feed, validate, clock = parser.feed_raw, _EVENT.validator.validate_json, time.perf_counter_ns
-    text = hashlib.sha256()  # of the generated text, fed as it streams: no copy of it is kept
+    text = hashlib.sha256()  # of the generated text, fed as it streams: kept only in `reply`
     stamps, counts = sample.chunk_ns, sample.chunk_tokens
     seen_tokens = 0
     usage_seen = False
@@ -447,6 +451,8 @@ async def _read_stream(chunks: AsyncIterator[bytes], sample: Sample) -> None:
                         if piece:
                             text.update(piece.encode())
                             has_text = True
+                            if reply is not None:
+                                reply.append(piece)
                 usage = event.get("usage")
                 completion = usage.get("completion_tokens") if usage else None
                 if completion is not None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
-from kbgen.bench import bodies, effective, machine, provenance, senders, totals
+from kbgen.bench import bodies, effective, machine, provenance, senders, sessions, totals
 from kbgen.bench.client import Client, ModelCard, Timeouts
 from kbgen.bench.launch import Launched, Launcher, check_environment, launcher_for, why
 from kbgen.errors import (
@@ -479,6 +479,9 @@ class _Run:
         failure: list[str] = []
         levels = len(self.spec.loads)
         prefixes = workload.prefixes
+        turns = workload.sessions.turns if workload.sessions else None
+        if turns is not None:  # whole sessions: a resumed one again from its first turn
+            todo = traffic.whole_sessions(todo, turns, self.suite)
 
         def prompt_of(key: Key) -> str:
             return self.suite[key.prompt_class][key.prompt_index]
@@ -507,13 +510,18 @@ class _Run:
             )
             for key, (prefix, text) in zip(todo, drawn, strict=True)
         ]
-        sent = [(k.prompt_index, k.repeat) for k in todo]
+        keys = [(k.prompt_class, k.prompt_index, k.repeat) for k in todo]
+        chats = traffic.sessions(keys, turns) if turns else [[i] for i in range(len(todo))]
+        sent = [(todo[chat[0]].prompt_index, todo[chat[0]].repeat) for chat in chats]
         due = traffic.due(workload, self.requests, sent, todo[0].round, todo[0].level)
-        if due is not None:  # the same times for every arm of the round
+        if due is not None:  # the same times for every arm of the round; a session's its first's
             start = time.perf_counter_ns()
+            at = {
+                i: start + round(s * 1e9) for chat, s in zip(chats, due, strict=True) for i in chat
+            }
             jobs = [
-                replace(job, due_ns=start + round(s * 1e9), sample=on_schedule(job.sample))
-                for job, s in zip(jobs, due, strict=True)
+                replace(job, due_ns=at[i], sample=on_schedule(job.sample))
+                for i, job in enumerate(jobs)
             ]
 
         async def done(sample: Sample) -> bool:
@@ -524,7 +532,12 @@ class _Run:
             return not failure
 
         try:
-            await sender.send(jobs, workload.concurrency, done)
+            if workload.sessions is None:
+                await sender.send(jobs, workload.concurrency, done)
+            else:  # from this process: a turn waits for the answer before it
+                chatted = [[jobs[i] for i in chat] for chat in chats]
+                think = workload.sessions.think_s
+                await sessions.send(client, chatted, workload.concurrency, think, done)
         except ClientFailed as exc:
             return str(exc), True
         return (failure[0] if failure else None), False

@@ -27,7 +27,7 @@ from kbgen.bench.launch import resolve
 from kbgen.errors import KbgenError, Mismatch, UsageError
 from kbgen.kb import files, git
 from kbgen.kb.models import Draft, Hardware, KbgenBuild, Software, Variant
-from kbgen.run import prompts
+from kbgen.run import prompts, traffic
 from kbgen.run.design import windows
 from kbgen.run.models import FORMAT, RunMeta
 from kbgen.run.spec import ExperimentSpec, ProcessServer, Server
@@ -85,12 +85,20 @@ def new_meta(spec: ExperimentSpec, spec_path: Path | None = None) -> RunMeta:
         prompt_suite=named,
         prompt_suite_sha256=digest,
         workdir=str(spec.folder),
-        groups=prompts.groups(spec.path(w.prompts), w.classes, w.per_class) if w.prompts else None,
+        groups=_groups(spec),
         attempts=1,
         variants={},
         order=windows(spec),
         order_seed=spec.workload.order_seed,
     )
+
+
+def _groups(spec: ExperimentSpec) -> dict[str, list[str | None]] | None:
+    """Each prompt's group, the verdict's unit: its session, or as the suite says."""
+    w = spec.workload
+    if w.sessions is not None:
+        return traffic.session_groups(traffic.suite(spec), w.sessions.turns)
+    return prompts.groups(spec.path(w.prompts), w.classes, w.per_class) if w.prompts else None
 
 
 def _output(command: list[str], env: Mapping[str, str] | None = None) -> str | None:

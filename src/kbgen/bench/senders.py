@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -46,7 +46,7 @@ class Job:
     due_ns: int | None = None  # open loop: when it is due (`time.perf_counter_ns`, one clock)
 
 
-async def _when_due(due_ns: int | None, sample: Sample) -> int:
+async def when_due(due_ns: int | None, sample: Sample) -> int:
     """Wait until `due_ns` (None: now); the time it was due, the request's scheduled time. On
     a schedule, `sample` keeps when its slot took it (`ready_ns`: any wait for a slot before)."""
     now = time.perf_counter_ns()
@@ -58,6 +58,7 @@ async def _when_due(due_ns: int | None, sample: Sample) -> int:
     return due_ns
 
 
+T = TypeVar("T")
 OnDone = Callable[[Sample], Awaitable[bool]]
 """Called with every finished sample, in this process, one at a time per sender slot; False:
 send nothing more (the requests in flight still finish and are handed over)."""
@@ -96,21 +97,29 @@ class InProcess:
         self.client = client
 
     async def send(self, jobs: Sequence[Job], concurrency: int, on_done: OnDone) -> None:
-        queue = list(reversed(jobs))
-        stopped = False
+        async def one(job: Job) -> bool:
+            scheduled = await when_due(job.due_ns, job.sample)
+            sample = await self.client.stream(job.api, job.body, job.sample, scheduled, job.usage)
+            return await on_done(sample)
 
-        async def slot() -> None:
-            nonlocal stopped
-            while queue and not stopped:
-                job = queue.pop()
-                scheduled = await _when_due(job.due_ns, job.sample)
-                sample = await self.client.stream(
-                    job.api, job.body, job.sample, scheduled, job.usage
-                )
-                if not await on_done(sample):
-                    stopped = True
+        await in_slots(jobs, concurrency, one)
 
-        await asyncio.gather(*(slot() for _ in range(concurrency)))
+
+async def in_slots(
+    items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[bool]]
+) -> None:
+    """`work` on each of `items` in order, `concurrency` at a time, each slot taking the next
+    as it finishes one; once a `work` says False no slot takes another."""
+    queue = list(reversed(items))
+    stopped = False
+
+    async def slot() -> None:
+        nonlocal stopped
+        while queue and not stopped:
+            if not await work(queue.pop()):
+                stopped = True
+
+    await asyncio.gather(*(slot() for _ in range(concurrency)))
 
 
 class _Worker:
@@ -311,7 +320,7 @@ class _Batch:
     async def _slot(self) -> None:
         while (job := await self.queue.get()) is not None:
             sample = Sample.model_validate(job["sample"])
-            scheduled = await _when_due(job.get("due_ns"), sample)
+            scheduled = await when_due(job.get("due_ns"), sample)
             await self.client.stream(job["api"], job["body"], sample, scheduled, job["usage"])
             self.out.write(sample.model_dump_json().encode() + b"\n")  # at once, never blocking
 

@@ -78,7 +78,7 @@ WORKLOAD = (
 NOT_ASKED = tuple(
     name
     for name in Workload.model_fields
-    if name not in {*WORKLOAD, "arrivals", "prefixes", "synthetic", "trace", "usage"}
+    if name not in {*WORKLOAD, "arrivals", "prefixes", "sessions", "synthetic", "trace", "usage"}
 )
 
 
@@ -114,6 +114,8 @@ def _workload(asked: Asked) -> dict[str, Any] | None:
         asked_for["arrivals"] = workload.arrivals.model_dump(mode="json", exclude={"seed"})
     if workload.prefixes is not None:  # how much the cache can hold: the count and length
         asked_for["prefixes"] = workload.prefixes.model_dump(mode="json", exclude={"seed"})
+    if workload.sessions is not None:  # the turns a session and the think time
+        asked_for["sessions"] = workload.sessions.model_dump(mode="json")
     if workload.synthetic is not None:  # the lengths' distributions, not the draw
         asked_for["synthetic"] = workload.synthetic.model_dump(mode="json", exclude={"seed"})
     if workload.trace is not None:  # the slice and its speed (the file: `prompt_suite`)
@@ -192,7 +194,7 @@ ASKED: tuple[Part, ...] = (
         "workload",
         "the workload",
         Workload,
-        (*WORKLOAD, "arrivals", "prefixes", "synthetic", "trace", "usage"),
+        (*WORKLOAD, "arrivals", "prefixes", "sessions", "synthetic", "trace", "usage"),
         "asking for `usage` on every chunk costs the server a few per cent; a measured record "
         "that does not say asked on every chunk, and started each request as soon as its "
         "concurrency let it (`request_rate: inf`); of `arrivals`, the process and its "

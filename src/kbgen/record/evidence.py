@@ -176,7 +176,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         request_rate=spec.workload.request_rate
         or (meta.traffic.rate_rps if meta.traffic else None),
         prefixes=None
-        if meta.prefixes is None
+        if meta.prefixes is None or spec.workload.sessions is not None  # histories: no design
         else PrefixDesign.model_validate(
             meta.prefixes.model_dump(include=set(PrefixDesign.model_fields))
         ),

@@ -26,6 +26,7 @@ from kbgen.kb.models import (
     Load,
     Model,
     Prefixes,
+    Sessions,
     Slug,
     Synthetic,
     TaskRef,
@@ -154,6 +155,13 @@ class WorkloadSpec(Model):
         description="Prompt classes to measure (with `synthetic` or `trace`: the one class "
         "named so, unset).",
         examples=[["coding", "math"]],
+    )
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Multi-turn chats (`api: chat`): each class's prompts, `turns` at a time, "
+        "one session's user turns, each sent with the conversation so far after a think time; "
+        "the session is the verdict's unit.",
+        examples=[{"turns": 3, "think_s": 1.0}],
     )
     synthetic: Synthetic | None = Field(
         default=None,
@@ -286,6 +294,11 @@ class WorkloadSpec(Model):
         # a class listed twice would send each of its prompts twice as often as the spec says
         fail_at("WorkloadSpec", repeats_of("classes", self.classes))
         fail_at("WorkloadSpec", self._source())
+        if self.sessions is not None and self.api != "chat":
+            fail_at("WorkloadSpec", [(("sessions",), "are chats: they need `api: chat`")])
+        if self.sessions is not None and self.trace is not None:
+            message = "a trace's requests are its own: its blocks say which share a history"
+            fail_at("WorkloadSpec", [(("sessions",), message)])
         if self.source != "prompts":
             self.classes = [self.source]
         if self.max_minutes is not None and self.stop != "when-decided":

@@ -20,6 +20,7 @@ from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Lengths, Synthetic, Trace
 from kbgen.run import arrivals, prompts
+from kbgen.run.design import Key
 from kbgen.run.models import Traffic
 from kbgen.run.prefixes import WORDS
 from kbgen.run.spec import ExperimentSpec, WorkloadSpec
@@ -75,6 +76,32 @@ def due(
     if workload.request_rate is None:
         return None
     return arrivals.offsets(workload.arrivals, workload.request_rate, len(sent), *stream)
+
+
+def sessions(sent: list[tuple[str, int, int]], turns: int) -> list[list[int]]:
+    """A window's requests (`sent`: each one's class, index and repeat, in sending order) as
+    sessions: the positions of each session's turns in turn order, the sessions in the order
+    their first turn comes. A class's prompts are its sessions' turns, `turns` at a time."""
+    found: dict[tuple[str, int, int], list[int]] = {}
+    for position, (cls, index, repeat) in enumerate(sent):
+        found.setdefault((cls, index // turns, repeat), []).append(position)
+    return [sorted(positions, key=lambda p: sent[p][1]) for positions in found.values()]
+
+
+def whole_sessions(todo: list[Key], turns: int, suite: dict[str, list[str]]) -> list[Key]:
+    """`todo` with every turn of each session it holds a turn of, in turn order: a session
+    cut short is sent again from its first turn (a sample sent again supersedes the first)."""
+    out: dict[Key, None] = {}
+    for key in todo:
+        first = key.prompt_index - key.prompt_index % turns
+        for index in range(first, min(first + turns, len(suite[key.prompt_class]))):
+            out[replace(key, prompt_index=index)] = None
+    return list(out)
+
+
+def session_groups(suite: dict[str, list[str]], turns: int) -> dict[str, list[str | None]]:
+    """Each prompt's session, by class: the verdict's unit."""
+    return {cls: [f"session {i // turns + 1}" for i in range(len(p))] for cls, p in suite.items()}
 
 
 def synthetic(design: Synthetic) -> list[Request]:

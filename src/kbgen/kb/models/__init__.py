@@ -88,7 +88,7 @@ from kbgen.kb.models.results import (
     Unit,
     Verdict,
 )
-from kbgen.kb.models.traffic import Arrivals, Lengths, Prefixes, Synthetic, Trace
+from kbgen.kb.models.traffic import Arrivals, Lengths, Prefixes, Sessions, Synthetic, Trace
 
 __all__ = [
     "ID_PATTERN",
@@ -145,6 +145,7 @@ __all__ = [
     "RequestRate",
     "Saved",
     "Schedule",
+    "Sessions",
     "Slug",
     "Software",
     "SpecChanged",

@@ -29,7 +29,7 @@ from kbgen.kb.models.base import (
     fail_at,
     repeats_of,
 )
-from kbgen.kb.models.traffic import Arrivals, Prefixes, Synthetic, Trace
+from kbgen.kb.models.traffic import Arrivals, Prefixes, Sessions, Synthetic, Trace
 from kbgen.kb.numbers import Bool, Count, Finite, Int, NonNegative
 
 
@@ -457,6 +457,9 @@ class Workload(Model):
     )
     trace: Trace | None = Field(
         default=None, description="The trace replayed, its slice and speed (None: none)."
+    )
+    sessions: Sessions | None = Field(
+        default=None, description="The multi-turn sessions the prompts made (None: none)."
     )
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
     usage: UsageMode | None = Field(

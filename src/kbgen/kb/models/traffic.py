@@ -135,3 +135,15 @@ class Trace(Model):
         default=None, description="Longer outputs are cut to this."
     )
     seed: Int = Field(default=0, description="Seed of the texts of the blocks and the rest.")
+
+
+class Sessions(Model):
+    """Multi-turn sessions: each class's prompts, `turns` at a time in their order, are one
+    chat's user turns; each turn is sent with the conversation so far (the answers this arm's
+    server gave) `think_s` after the turn before it ended. Sessions start as requests would:
+    at the request rate (open loop), or `concurrency` at a time. The session is the unit."""
+
+    turns: Annotated[Int, Field(ge=2, le=1000)] = Field(description="User turns a session.")
+    think_s: Annotated[Finite, Field(ge=0, le=3600)] = Field(
+        default=0.0, description="Seconds between an answer's end and the next turn."
+    )
