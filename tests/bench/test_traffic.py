@@ -106,3 +106,4 @@ def test_synthetic_lengths_are_exact_on_the_served_model(tmp_path: Path) -> None
     saved = _record(tmp_path, folder)
     assert saved["workload"]["synthetic"]["input_tokens"]["distribution"] == "lognormal"
     assert saved["workload"]["prompt_suite"] == "synthetic"
+    assert "max_tokens" not in saved["workload"]  # each request asked for its own
