@@ -83,8 +83,10 @@ def test_a_turn_waits_its_think_time_after_the_answer_before_it() -> None:
 def test_a_failed_turn_ends_its_session_and_not_the_others() -> None:
     transport = ReplayTransport([b"data: {not json}\n\n"])
     done = _send(transport, [[_job(0), _job(1)], [_job(2), _job(3)]])
-    assert sorted(s.prompt_index for s in done) == [0, 2]  # each session's first turn only
-    assert not any(s.ok for s in done)
+    assert sorted(s.prompt_index for s in done) == [0, 1, 2, 3] and not any(s.ok for s in done)
+    assert len(transport.sent) == 2  # each session's first turn only, the rest counted failed
+    unsent = [s for s in done if s.prompt_index in (1, 3)]
+    assert {s.error for s in unsent} == {"not sent: an earlier turn of its session failed"}
 
 
 def test_a_window_s_requests_make_sessions_of_their_turns_in_order() -> None:

@@ -24,7 +24,8 @@ def _bench(tmp_path: Path, sweep: dict[str, Any] | None = None, **workload: Any)
 
     python = vllm_env.require()
     spec = yaml.safe_load(vllm_env.spec_text(python, free_port(), sweep=sweep, **workload))
-    del spec["workload"]["prompts"], spec["workload"]["classes"], spec["workload"]["per_class"]
+    for name in ("prompts", "classes", "per_class", "max_tokens"):
+        del spec["workload"][name]
     spec["server"]["args"].remove("--no-enable-prefix-caching")
     spec_file = tmp_path / "traffic.yaml"
     spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -56,7 +57,7 @@ def test_a_trace_is_replayed_at_its_times_with_its_lengths_and_shared_blocks(
     as recorded, baseline against n-gram, two rounds: every prompt as long as the trace says,
     every output too, each sent at its time in the trace's order, the prefix cache hit."""
     trace = {"path": str(GENERATED), "block_tokens": 32, "speedup": 2.0}
-    folder = _bench(tmp_path, trace=trace, concurrency=24, rounds=2, max_tokens=64, ignore_eos=True)
+    folder = _bench(tmp_path, trace=trace, concurrency=24, rounds=2, ignore_eos=True)
     rows = [json.loads(line) for line in GENERATED.read_text().splitlines()]
     meta = folder.meta()
     assert meta.traffic is not None and meta.traffic.requests == 24

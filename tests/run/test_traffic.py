@@ -17,7 +17,7 @@ from kbgen.errors import InvalidInput
 from kbgen.kb.models import Lengths, Synthetic, Trace
 from kbgen.run import prefixes, traffic
 from kbgen.run.models import Traffic
-from kbgen.run.spec import WorkloadSpec
+from kbgen.run.spec import ExperimentSpec, WorkloadSpec
 from kbgen.run.traffic import Request
 from tests.support.specs import small_spec
 
@@ -98,7 +98,11 @@ AZURE_ROW = "2023-11-16 18:15:46.6,3,1\n"
         ("t.jsonl", "[1, 2]\n", 1, ""),
         ("t.jsonl", "{not json\n", 1, ""),
         ("t.jsonl", _line() + "\udcff\n", 2, ""),
-        ("t.jsonl", _line(timestamp=5) + _line(timestamp=4), 1, "timestamp"),
+        ("t.jsonl", _line(timestamp=5) + _line(timestamp=4), 2, "timestamp"),
+        ("t.jsonl", _line(timestamp=10**400), 1, "timestamp"),
+        ("t.jsonl", _line(tokens_in=10**12), 1, "input_length"),
+        ("t.csv", AZURE_HEAD + AZURE_ROW + "x" * 140_000 + ",3,1\n", 3, ""),  # past csv's limit
+        ("t.csv", AZURE_HEAD + AZURE_ROW + "2023-11-16 18:15:47+00:00,3,1\n", 3, "TIMESTAMP"),
         ("t.csv", "TIMESTAMP,ContextTokens\n" + AZURE_ROW, 1, "GeneratedTokens"),
         ("t.csv", AZURE_HEAD + AZURE_ROW + "now,3,1\n", 3, "TIMESTAMP"),
         ("t.csv", AZURE_HEAD + "2023-11-16 18:15:46.6,3.5,1\n", 2, "ContextTokens"),
@@ -161,6 +165,8 @@ def test_drawn_lengths_are_clipped_to_their_bounds() -> None:
         ({"distribution": "uniform", "mean": 5}, "max"),
         ({"distribution": "normal", "mean": 5}, "stdev"),
         ({"mean": 5, "min": 6, "max": 9}, "mean"),
+        ({"mean": 5, "min": 6}, "mean"),
+        ({"distribution": "uniform", "mean": 100, "min": 64, "max": 448}, "middle of"),
     ],
 )
 def test_lengths_that_cannot_be_drawn_are_refused(lengths: dict[str, Any], field: str) -> None:
@@ -260,3 +266,33 @@ def test_sessions_are_chats_of_prompts_not_of_a_trace(tmp_path: Path) -> None:
                    sessions={"turns": 2})  # fmt: skip
     with pytest.raises(ValidationError, match="greater than or equal to 2"):
         small_spec(tmp_path, api="chat", sessions={"turns": 1})
+
+
+def test_a_trace_or_a_draw_refuses_what_a_prompt_suite_alone_has(tmp_path: Path) -> None:
+    trace = {"path": str(MOONCAKE)}
+    base: dict[str, Any] = {"prompts": None, "classes": [], "concurrency": 8}
+    extras: list[tuple[dict[str, Any], str]] = [
+        ({"trace": trace, "max_tokens": 64}, "each request asks for its own"),
+        ({"trace": trace, "per_class": 4}, "a prompt suite's"),
+        ({"trace": trace, "prefixes": {"count": 2, "tokens": 8}}, "blocks say which"),
+        ({"synthetic": _synthetic().model_dump(), "per_class": 4}, "a prompt suite's"),
+    ]
+    for extra, match in extras:
+        with pytest.raises(ValidationError, match=match):
+            small_spec(tmp_path, **base, **extra)
+    with pytest.raises(ValidationError, match="their own output length"):
+        ExperimentSpec.model_validate(
+            {**small_spec(tmp_path, **base, trace=trace).model_dump(exclude_unset=True),
+             "sweep": {"workload.max_tokens": [8, 16]}}
+        )  # fmt: skip
+
+
+def test_a_trace_without_gaps_cannot_be_scaled_to_a_rate(tmp_path: Path) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(_line() + _line())  # both at 0 ms
+    spec = small_spec(tmp_path, prompts=None, classes=[], concurrency=8,
+                      trace={"path": str(one)}, request_rate=2.0)  # fmt: skip
+    with pytest.raises(InvalidInput, match="no gaps to scale"):
+        traffic.suite(spec)
+    played = small_spec(tmp_path, prompts=None, classes=[], concurrency=8, trace={"path": str(one)})
+    assert traffic.suite(played) == {"trace": ["", ""]}  # at its own times: both at once

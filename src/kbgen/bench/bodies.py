@@ -79,9 +79,11 @@ async def word_tokens(client: Client, model: str, api: Api) -> tuple[dict[str, i
     the chat template); a server without vLLM's `/tokenize` is a ServerFailed."""
     try:
         counts = {w: len(await _tokens(client, model, w)) for w in traffic.word_list()}
-        one = next(w for w, n in counts.items() if n == 1)
+        one = next((w for w, n in counts.items() if n == 1), None)
+        if one is None:
+            raise ValueError("no word of kbgen's list is one token of the served model")
         return counts, len(await _request_tokens(client, model, api, None, one)) - 1
-    except (ServerUnreachable, KeyError, TypeError, ValueError, StopIteration) as exc:
+    except (ServerUnreachable, KeyError, TypeError, ValueError) as exc:
         raise ServerFailed(
             "synthetic and trace prompts are built with the server's own tokenizer, through "
             f"vLLM's /tokenize, which answered otherwise: {exc}"

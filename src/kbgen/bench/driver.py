@@ -268,6 +268,7 @@ class _Run:
         self.serving = name
         workload = self.spec.workload_at(level)
         processes = senders.processes_for(workload.client_processes, workload.concurrency)
+        processes = 1 if workload.sessions else processes  # a turn waits for the one before
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(Client(launched.url, timeouts=self.timeouts))
             sender: senders.Sender = senders.InProcess(client)

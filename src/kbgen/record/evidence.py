@@ -51,6 +51,7 @@ class Evidence:
     loads: list[Load] = field(default_factory=lambda: [{}])  # a sweep's load levels, in order
     # class -> each prompt's group (by prompt index), where the suite names them
     groups: dict[str, list[str | None]] | None = None
+    turns: int | None = None  # multi-turn sessions' turns: a class's prompts, this many a session
 
     @property
     def challenger(self) -> str:
@@ -147,7 +148,8 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
     meta = run.meta()
     if meta.cluster is not None:  # the blocks pooled, each sample marked with its block
         parts = [evidence_of_run(b, b.spec()) for b in run.blocks()]
-        return dataclasses.replace(pooled(parts), groups=meta.groups)
+        turns = spec.workload.sessions.turns if spec.workload.sessions else None
+        return dataclasses.replace(pooled(parts), groups=meta.groups, turns=turns)
     read = run.read_samples()  # each read once, shared with the totals
     samples = read.samples
     totals = run_totals(spec, run, meta, samples).variants
@@ -182,6 +184,7 @@ def evidence_of_run(run: RunFolder, spec: ExperimentSpec) -> Evidence:
         ),
         loads=spec.loads,
         groups=meta.groups,
+        turns=spec.workload.sessions.turns if spec.workload.sessions else None,
     )
 
 
@@ -216,6 +219,8 @@ def samples_bytes(evidence: Evidence) -> bytes:
         header["loads"] = evidence.loads
     if evidence.groups:
         header["groups"] = evidence.groups
+    if evidence.turns is not None:
+        header["turns"] = evidence.turns
     lines = [json.dumps(header)]
     for variant, windows in evidence.windows.items():
         lines += [
@@ -265,6 +270,7 @@ class _Header(Model):
     prefixes: PrefixDesign | None = None
     loads: list[Load] = Field(default_factory=lambda: [Load()], min_length=1)
     groups: dict[str, list[str | None]] | None = None
+    turns: Int | None = Field(default=None, ge=2)
 
 
 def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
@@ -292,6 +298,7 @@ def read_samples(path: Path, packed: bytes | None = None) -> Evidence:
         prefixes=header.prefixes,
         loads=header.loads,
         groups=header.groups,
+        turns=header.turns,
     )
     for number, line in enumerate(lines[1:], start=2):
         entry = _line(path, number, line)

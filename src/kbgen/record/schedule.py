@@ -38,7 +38,9 @@ def kept(evidence: Evidence) -> list[Schedule]:
             if rate is None or not mine:
                 continue
             waits, lags = zip(*(schedule_lag_ns(s) for s in mine), strict=True)
-            windows = _windows(mine).values()
+            turns = evidence.turns  # sessions: the rate counts their first turns
+            firsts = [s for s in mine if not turns or s.prompt_index % turns == 0]
+            windows = _windows(firsts).values()
             achieved = [r for w in windows if (r := _achieved(w)) is not None]
             drawn = [r for w in windows if (r := _drawn(w)) is not None]
             out.append(

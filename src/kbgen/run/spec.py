@@ -318,6 +318,12 @@ class WorkloadSpec(Model):
             return [((given[1],), f"requests come from one source: {' or '.join(given)}")]
         if given[0] == "prompts":
             return [(("classes",), "name the classes to measure")] if not self.classes else []
+        own = {"per_class": "a prompt suite's", "max_tokens": "each request asks for its own"}
+        if given[0] == "trace":
+            own["prefixes"] = "a trace's blocks say which requests share a prefix"
+        found = [(name, why) for name, why in own.items() if name in self.model_fields_set]
+        if found:
+            return [((found[0][0],), f"not with {given[0]} requests: {found[0][1]}")]
         wrong = [c for c in self.classes if c != given[0]]
         return [(("classes",), f"{given[0]} requests are one class, {given[0]!r}")] * bool(wrong)
 
@@ -451,6 +457,9 @@ class ExperimentSpec(Model):
         if trace is not None and "speedup" in trace.model_fields_set and rated:
             message = "sets the trace's speed, as a `request_rate` does: give one of them"
             errors.append((("workload", "trace", "speedup"), message))
+        if self.workload.source != "prompts" and "workload.max_tokens" in self.sweep:
+            message = f"{self.workload.source} requests each ask for their own output length"
+            errors.append((("sweep", "workload.max_tokens"), message))
         if "workload.request_rate" in self.sweep and "workload.concurrency" in self.sweep:
             message = "a sweep varies the request rate or the concurrency, not both"
             errors.append((("sweep", "workload.concurrency"), message))

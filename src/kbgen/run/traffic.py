@@ -19,6 +19,7 @@ from pathlib import Path
 from kbgen.errors import InvalidInput, Problem
 from kbgen.kb import files
 from kbgen.kb.models import Lengths, Synthetic, Trace
+from kbgen.kb.numbers import MAX_TOKENS
 from kbgen.run import arrivals, prompts
 from kbgen.run.design import Key
 from kbgen.run.models import Traffic
@@ -26,6 +27,7 @@ from kbgen.run.prefixes import WORDS
 from kbgen.run.spec import ExperimentSpec, WorkloadSpec
 
 MAX_BYTES = 256 * files.MIB  # Mooncake's conversation trace is 3 MB, Azure's a year 1 GB
+MAX_NUMBER = 1e12  # a timestamp in ms (30 years) or a length past any model's context
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ def suite(spec: ExperimentSpec) -> dict[str, list[str]]:
     trace requests (built on the first server); InvalidInput names file, line and field."""
     w = spec.workload
     requests = of(w, spec.folder)
+    scaled = w.request_rate is not None or any("request_rate" in load for load in spec.loads)
+    if w.trace is not None and scaled and requests is not None and own_rate(requests) is None:
+        message = "one request, or all at one time: no gaps to scale to a request_rate"
+        raise InvalidInput([Problem(spec.folder / w.trace.path, None, "", message)])
     if requests is not None:
         return {w.source: [""] * len(requests)}
     return prompts.load(spec.path(w.prompts or ""), w.classes, w.per_class)
@@ -139,7 +145,7 @@ def read(path: Path, trace: Trace) -> list[Request]:
     rows = _azure(path, raw) if kind == "azure" else _mooncake(path, raw)
     problems = [
         Problem(path, line, "timestamp", "goes back in time: a trace is in the order it arrived")
-        for (line, before), (_, after) in itertools.pairwise(rows)
+        for (_, before), (line, after) in itertools.pairwise(rows)
         if after.offset_s is not None
         and before.offset_s is not None
         and after.offset_s < before.offset_s
@@ -179,8 +185,8 @@ def _mooncake(path: Path, raw: bytes) -> list[tuple[int, Request]]:
             continue
         fields = {
             "timestamp": _number(entry.get("timestamp"), 0),
-            "input_length": _number(entry.get("input_length"), 1, whole=True),
-            "output_length": _number(entry.get("output_length"), 1, whole=True),
+            "input_length": _tokens(entry.get("input_length")),
+            "output_length": _tokens(entry.get("output_length")),
         }
         blocks = entry.get("hash_ids", [])
         bad = [name for name, value in fields.items() if value is None]
@@ -189,7 +195,7 @@ def _mooncake(path: Path, raw: bytes) -> list[tuple[int, Request]]:
         if bad:
             what = "a list of block ids" if bad[0] == "hash_ids" else "a number, at least 0"
             if bad[0] in ("input_length", "output_length"):
-                what = "a whole number of tokens, at least 1"
+                what = f"a whole number of tokens, 1 to {MAX_TOKENS:,}"
             problems.append(Problem(path, number, bad[0], f"needs {what}"))
             continue
         ms, tokens_in, tokens_out = fields.values()
@@ -213,18 +219,30 @@ def _azure(path: Path, raw: bytes) -> list[tuple[int, Request]]:
     if missing:
         message = f"needs the columns {', '.join(want)}"
         raise InvalidInput([Problem(path, 1, missing[0], message)])
+    try:
+        return _azure_rows(path, reader, want)
+    except csv.Error as exc:
+        raise InvalidInput([Problem(path, reader.line_num + 1, "", f"not CSV: {exc}")]) from exc
+
+
+def _azure_rows(
+    path: Path, reader: csv.DictReader[str], want: tuple[str, ...]
+) -> list[tuple[int, Request]]:
     rows, problems, first = [], [], None
     for row in reader:
         number = reader.line_num
         try:
             when = dt.datetime.fromisoformat(row["TIMESTAMP"].strip())
+            if first is not None and (when.tzinfo is None) != (first.tzinfo is None):
+                raise ValueError("a time zone on some rows only")
         except (ValueError, AttributeError):
             problems.append(Problem(path, number, "TIMESTAMP", "needs a date and time"))
             continue
-        counts = [_number(_int_text(row.get(name)), 1, whole=True) for name in want[1:]]
+        counts = [_tokens(_int_text(row.get(name))) for name in want[1:]]
         if counts[0] is None or counts[1] is None:
             name = want[1] if counts[0] is None else want[2]
-            problems.append(Problem(path, number, name, "needs a whole number, at least 1"))
+            message = f"needs a whole number of tokens, 1 to {MAX_TOKENS:,}"
+            problems.append(Problem(path, number, name, message))
             continue
         first = first or when
         offset = (when - first).total_seconds()
@@ -232,6 +250,12 @@ def _azure(path: Path, raw: bytes) -> list[tuple[int, Request]]:
     if problems:
         raise InvalidInput(problems)
     return rows
+
+
+def _tokens(value: object) -> float | None:
+    """`value` as a whole number of tokens, 1 to MAX_TOKENS (None: not one)."""
+    found = _number(value, 1, whole=True)
+    return found if found is not None and found <= MAX_TOKENS else None
 
 
 def _int_text(value: str | None) -> int | None:
@@ -246,8 +270,11 @@ def _is_int(value: object) -> bool:
 
 
 def _number(value: object, least: float, whole: bool = False) -> float | None:
+    """`value` as a number of at least `least` and at most MAX_NUMBER (None: not one)."""
     ok = _is_int(value) or (not whole and isinstance(value, float) and math.isfinite(value))
-    return float(value) if ok and value >= least else None  # type: ignore[arg-type,operator]
+    if not ok or not least <= value <= MAX_NUMBER:  # type: ignore[operator]
+        return None
+    return float(value)  # type: ignore[arg-type]
 
 
 def own_rate(requests: list[Request]) -> float | None:

@@ -70,7 +70,7 @@ class Lengths(Model):
     stdev: Annotated[Finite, Field(ge=0)] = Field(
         default=0.0, description="Spread of `normal` and `lognormal` lengths."
     )
-    min: Annotated[Int, Field(ge=1)] = Field(default=1, description="Fewest tokens.")
+    min: Annotated[Int, Field(ge=1, le=1_000_000)] = Field(default=1, description="Fewest tokens.")
     max: Annotated[Int, Field(ge=1, le=1_000_000)] | None = Field(
         default=None, description="Most tokens (unset: no bound above)."
     )
@@ -78,10 +78,16 @@ class Lengths(Model):
     @model_validator(mode="after")
     def _bounds(self) -> Lengths:
         errors: list[tuple[tuple[str | int, ...], str]] = []
-        if self.max is not None and not self.min <= self.mean <= self.max:
+        top = self.max if self.max is not None else self.mean
+        if not self.min <= self.mean <= top:
             errors.append((("mean",), f"must lie in [min, max]: [{self.min}, {self.max}]"))
         if self.distribution == "uniform" and self.max is None:
             errors.append((("max",), "a uniform length needs its upper bound"))
+        elif self.distribution == "uniform" and abs(2 * self.mean - self.min - top) > 1:
+            middle = (self.min + top) / 2
+            errors.append(
+                (("mean",), f"a uniform length's is the middle of [min, max]: {middle:g}")
+            )
         if self.distribution in ("normal", "lognormal") and self.stdev == 0:
             errors.append((("stdev",), f"a {self.distribution} length needs a spread"))
         fail_at("Lengths", errors)
@@ -128,10 +134,10 @@ class Trace(Model):
     block_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] = Field(
         default=512, description="Tokens of one prefix block (`hash_ids`): Mooncake's are 512."
     )
-    max_input_tokens: Annotated[Int, Field(ge=1)] | None = Field(
+    max_input_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] | None = Field(
         default=None, description="Longer prompts are cut to this (a model's shorter context)."
     )
-    max_output_tokens: Annotated[Int, Field(ge=1)] | None = Field(
+    max_output_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] | None = Field(
         default=None, description="Longer outputs are cut to this."
     )
     seed: Int = Field(default=0, description="Seed of the texts of the blocks and the rest.")
