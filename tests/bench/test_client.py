@@ -567,3 +567,30 @@ def test_usage_past_any_output_fails_the_request() -> None:
     sample, _ = stream_replayed([body])
     assert sample.error == f"usage past any output: completion_tokens {huge}"
     assert Sample.model_validate_json(sample.model_dump_json()) == sample
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "match"),
+    [
+        (200, b'{"success": true}', None),
+        (404, b'{"detail": "Not Found"}', "VLLM_SERVER_DEV_MODE=1"),
+        (200, b'{"success": false}', "would not empty its prefix cache in 3 tries"),
+    ],
+)
+def test_the_prefix_cache_is_emptied_or_the_run_says_how_to_let_it(
+    status: int, answer: bytes, match: str | None
+) -> None:
+    from kbgen.errors import ServerFailed
+
+    transport = ReplayTransport([answer], status=status)
+
+    async def go() -> None:
+        async with Client("http://127.0.0.1:1", transport=transport) as client:
+            await client.reset_prefix_cache(tries=3)
+
+    if match is None:
+        asyncio.run(go())
+        assert [url for url, _, _ in transport.sent] == ["http://127.0.0.1:1/reset_prefix_cache"]
+    else:
+        with pytest.raises(ServerFailed, match=match):
+            asyncio.run(go())

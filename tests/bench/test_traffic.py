@@ -27,6 +27,7 @@ def _bench(tmp_path: Path, sweep: dict[str, Any] | None = None, **workload: Any)
     for name in ("prompts", "classes", "per_class", "max_tokens"):
         del spec["workload"][name]
     spec["server"]["args"].remove("--no-enable-prefix-caching")
+    spec["server"]["env"] = {"VLLM_SERVER_DEV_MODE": "1"}  # POST /reset_prefix_cache
     spec_file = tmp_path / "traffic.yaml"
     spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
     ran = CliRunner().invoke(cli, ["bench", str(spec_file), "--runs", str(tmp_path / "runs")])
@@ -55,9 +56,12 @@ def test_a_trace_is_replayed_at_its_times_with_its_lengths_and_shared_blocks(
 ) -> None:
     """The generated trace (24 requests of growing conversations, 32-token blocks) twice as fast
     as recorded, baseline against n-gram, two rounds: every prompt as long as the trace says,
-    every output too, each sent at its time in the trace's order, the prefix cache hit."""
+    every output too, each sent at its time in the trace's order, the prefix cache hit alike in
+    every window (emptied after each warm-up)."""
     trace = {"path": str(GENERATED), "block_tokens": 32, "speedup": 2.0}
-    folder = _bench(tmp_path, trace=trace, concurrency=24, rounds=2, ignore_eos=True)
+    folder = _bench(
+        tmp_path, trace=trace, concurrency=24, rounds=2, ignore_eos=True, reset_prefix_cache=True
+    )
     rows = [json.loads(line) for line in GENERATED.read_text().splitlines()]
     meta = folder.meta()
     assert meta.traffic is not None and meta.traffic.requests == 24
@@ -82,6 +86,8 @@ def test_a_trace_is_replayed_at_its_times_with_its_lengths_and_shared_blocks(
     (offered,) = {s["offered_rps"] for s in saved["schedule"]}
     assert offered == pytest.approx(meta.traffic.rate_rps, rel=1e-3)
     assert all(c["hits"] > 0 for c in saved["prefix_cache"])  # equal blocks, equal text
+    # every window began with the cache emptied, the reused server's too: alike on both arms
+    assert len({c["hits"] for c in saved["prefix_cache"]}) == 1
 
 
 @pytest.mark.integration

@@ -7,6 +7,7 @@ set, never an exception. Why aiohttp, and more: docs/design.md, "The client".
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # Pydantic needs its TypedDict before Python 3.12
 
 from kbgen import redact
-from kbgen.errors import ServerError, ServerUnreachable
+from kbgen.errors import ServerError, ServerFailed, ServerUnreachable
 from kbgen.kb.models import UsageMode
 from kbgen.kb.numbers import MAX_TOKENS, Count, Int
 from kbgen.run.samples import Sample
@@ -343,6 +344,23 @@ class Client:
             return json.loads(text)
         except ValueError as exc:
             raise ServerUnreachable(f"{self._where(path)}: not JSON: {text[:200]!r}") from exc
+
+    async def reset_prefix_cache(self, tries: int = 50) -> None:
+        """Empty vLLM's prefix cache (it refuses while blocks are held: tried again every 0.1 s);
+        ServerFailed where the server has no such route or will not."""
+        for _ in range(tries):
+            try:
+                said = await self.post_json("/reset_prefix_cache", {})
+            except ServerUnreachable as exc:
+                raise ServerFailed(
+                    "workload.reset_prefix_cache: the server did not empty its prefix cache "
+                    f"({exc}); vLLM serves POST /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1 "
+                    "in the server's env"
+                ) from exc
+            if isinstance(said, dict) and said.get("success"):
+                return
+            await asyncio.sleep(0.1)
+        raise ServerFailed(f"the server would not empty its prefix cache in {tries} tries")
 
     async def _answer(self, path: str, model: type[M]) -> M:
         data = await self.get_json(path)

@@ -283,6 +283,8 @@ class _Run:
             if len(self.spec.loads) > 1:
                 self.events.load_started(name, self.spec.loads[level], len(todo))
             await self.warm_up(client, sender, name, served.id, workload)
+            if workload.reset_prefix_cache:  # no window starts warm from another
+                await client.reset_prefix_cache()
             measured, failure, client_died = await self.timed(
                 client, sender, name, served.id, todo, workload, len(info.windows)
             )

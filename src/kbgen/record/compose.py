@@ -73,9 +73,11 @@ def _arrivals(spec: ExperimentSpec) -> dict[str, Any]:
     return {"arrivals": spec.workload.arrivals or Arrivals()} if timed else {}
 
 
-def _own_lengths(workload: WorkloadSpec) -> set[str]:
-    """`max_tokens`, where each request asked for its own output (synthetic, a trace)."""
-    return {"max_tokens"} if workload.synthetic or workload.trace else set()
+def _unsaid(workload: WorkloadSpec) -> set[str]:
+    """What a record leaves out: `max_tokens` where each request asked for its own output
+    (synthetic, a trace); `reset_prefix_cache` unless it was."""
+    own = {"max_tokens"} if workload.synthetic or workload.trace else set()
+    return own | (set() if workload.reset_prefix_cache else {"reset_prefix_cache"})
 
 
 def _design(workload: WorkloadSpec, order: list[Stored] | None) -> dict[str, Any]:
@@ -183,7 +185,7 @@ def from_run(
         workload=Workload(
             prompt_suite=meta.prompt_suite,
             **figures.known(prompt_suite_sha256=meta.prompt_suite_sha256),
-            **workload.model_dump(include=AS_RUN - _own_lengths(workload), exclude_none=True),
+            **workload.model_dump(include=AS_RUN - _unsaid(workload), exclude_none=True),
             **_arrivals(spec),
             **_design(workload, meta.order),
             **figures.known(loads=spec.loads if len(spec.loads) > 1 else None),

@@ -274,6 +274,11 @@ class WorkloadSpec(Model):
         "`/tokenize`) at the first start and kept in run.json.",
         examples=[{"count": 4, "tokens": 512}],
     )
+    reset_prefix_cache: Bool = Field(
+        default=False,
+        description="Empty the server's prefix cache after each window's warm-up (vLLM's POST "
+        "/reset_prefix_cache, with VLLM_SERVER_DEV_MODE=1): no window starts warm from another.",
+    )
     client_processes: ClientProcesses | Literal["auto"] = Field(
         default="auto",
         description="Processes the client's streams are split over, each with its own event "
@@ -318,12 +323,11 @@ class WorkloadSpec(Model):
             return [((given[1],), f"requests come from one source: {' or '.join(given)}")]
         if given[0] == "prompts":
             return [(("classes",), "name the classes to measure")] if not self.classes else []
-        own = {"per_class": "a prompt suite's", "max_tokens": "each request asks for its own"}
+        refused = {"per_class": "a prompt suite's", "max_tokens": "each request asks for its own"}
         if given[0] == "trace":
-            own["prefixes"] = "a trace's blocks say which requests share a prefix"
-        found = [(name, why) for name, why in own.items() if name in self.model_fields_set]
-        if found:
-            return [((found[0][0],), f"not with {given[0]} requests: {found[0][1]}")]
+            refused["prefixes"] = "its blocks say which requests share a prefix"
+        for name in (n for n in refused if n in self.model_fields_set):
+            return [((name,), f"not with {given[0]} requests: {refused[name]}")]
         wrong = [c for c in self.classes if c != given[0]]
         return [(("classes",), f"{given[0]} requests are one class, {given[0]!r}")] * bool(wrong)
 

@@ -461,6 +461,9 @@ class Workload(Model):
     sessions: Sessions | None = Field(
         default=None, description="The multi-turn sessions the prompts made (None: none)."
     )
+    reset_prefix_cache: Bool | None = Field(
+        default=None, description="Whether each window began with the prefix cache emptied."
+    )
     api: Api | None = Field(default=None, description="OpenAI endpoint used.")
     usage: UsageMode | None = Field(
         default=None,
