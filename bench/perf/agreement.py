@@ -87,8 +87,8 @@ from kbgen.bench.launch import launcher_for  # noqa: E402
 from kbgen.errors import KbgenError  # noqa: E402
 from kbgen.kb.models import UsageMode  # noqa: E402
 from kbgen.record.stats import paired_effect  # noqa: E402
+from kbgen.run import prompts  # noqa: E402
 from kbgen.run import spec as specs  # noqa: E402
-from kbgen.run import traffic  # noqa: E402
 from kbgen.run.samples import Sample, request_metrics  # noqa: E402
 
 CLIENTS = ("kbgen", "kbgen-final", "kbgen-refbody", "vllm")  # the default set
@@ -994,7 +994,9 @@ def main() -> None:
         sys.exit(1 if args.check and not agree else 0)
     spec = _spec(args)
     try:
-        suite = traffic.suite(spec)
+        suite = prompts.load(
+            Path(spec.workload.prompts or ""), spec.workload.classes, spec.workload.per_class
+        )
     except KbgenError as exc:
         _fail(str(exc).splitlines()[0])
     todo = [(cls, i, text) for cls in spec.workload.classes for i, text in enumerate(suite[cls])]

@@ -27,7 +27,7 @@ from kbgen.kb import loading
 from kbgen.kb.models import Record
 from kbgen.kb.store import load_fast
 from kbgen.record.estimate import estimate
-from kbgen.run import traffic
+from kbgen.run import prompts
 from kbgen.run.spec import load
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     a = parser.parse_args()
     spec = load(a.spec)
     w = spec.workload
-    suite = traffic.suite(spec)
+    suite = prompts.load(Path(w.prompts or ""), w.classes, w.per_class)
     hardware = provenance.server_hardware(spec.server)[0] or spec.hardware
     planned = estimate(
         spec,
