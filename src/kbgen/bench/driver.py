@@ -318,13 +318,7 @@ class _Run:
                 rate_rps=rate * workload.trace.speedup if rate and workload.trace else None,
             )
             self.folder.write_meta(meta)
-        block, seed = (
-            (workload.trace.block_tokens, workload.trace.seed)
-            if workload.trace
-            else (1, workload.synthetic.seed if workload.synthetic else 0)
-        )
-        built = traffic.texts(self.requests, meta.traffic, block, seed)
-        self.suite = {workload.source: built}
+        self.suite = {workload.source: traffic.texts_of(workload, self.requests, meta.traffic)}
 
     async def started(
         self, name: str, launched: Launched, client: Client, served: ModelCard

@@ -291,6 +291,13 @@ def offsets(requests: list[Request], trace: Trace, rate: float | None) -> list[f
     return [(r.offset_s or 0.0) / factor for r in requests]
 
 
+def texts_of(workload: WorkloadSpec, requests: list[Request], built: Traffic) -> list[str]:
+    """The workload's synthetic or trace prompts (`texts` with its blocks and seed)."""
+    if workload.trace is not None:
+        return texts(requests, built, workload.trace.block_tokens, workload.trace.seed)
+    return texts(requests, built, 1, workload.synthetic.seed if workload.synthetic else 0)
+
+
 def texts(requests: list[Request], built: Traffic, block_tokens: int, seed: int) -> list[str]:
     """Each request's prompt of its input tokens, but the tokens a request adds: its blocks'
     words, then its own."""
