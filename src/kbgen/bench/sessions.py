@@ -45,7 +45,7 @@ async def send(
             if due is None:  # closed loop: the think time, then at once
                 await asyncio.sleep(think_s)
             else:
-                due = time.perf_counter_ns() + round(think_s * 1e9)
+                due = (sample.done_ns or time.perf_counter_ns()) + round(think_s * 1e9)
         return True
 
     await in_slots(sessions, concurrency, one)
