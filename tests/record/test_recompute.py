@@ -241,3 +241,19 @@ def test_update_rewrites_what_differs_and_keeps_the_rest(tmp_path: Path) -> None
     assert command.check([path], update=True) == [f"{path}: updated verdict"]
     assert path.read_text() == "# kept\n" + text
     assert command.check([path]) == ["ok: every number on 1 record(s) matches its samples"]
+
+
+def test_update_leaves_a_current_record_without_a_sweep_as_it_was(tmp_path: Path) -> None:
+    """A record without a sweep leaves the verdict's sweep fields out and keys its prompts'
+    effects by number: compared as the model writes them, it is current, and nothing is
+    rewritten (not the prompts' numbers as strings, not empty sweep fields)."""
+    from kbgen.record import command
+
+    source = REPO / "records" / "2026-12-07-trace-replay.yaml"
+    for name in (source.name, source.name.replace(".yaml", ".samples.jsonl.gz")):
+        shutil.copy(source.parent / name, tmp_path / name)
+    path = tmp_path / source.name
+    text = path.read_text()
+    assert "cells:" not in text and "\n        0: " in text
+    assert command.check([path], update=True) == [f"{path}: current"]
+    assert path.read_text() == text

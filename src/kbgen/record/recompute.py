@@ -100,11 +100,10 @@ def update(path: Path) -> list[str]:
     doc = store.load_document(path)
     sections = [s for s in (*RECOMPUTED, "verdict") if s in fresh.model_fields_set]
     updates = fresh.model_dump(mode="json", exclude_none=True, include=set(sections))
+    now = record.model_dump(mode="json", exclude_none=True, include=set(sections))
     changed = [
-        s
-        for s in updates
-        if store.plain(doc.data.get(s)) != updates[s] and (s in doc.data or updates[s])
-    ]  # a section left out reads as empty
+        s for s in updates if now.get(s) != updates[s] and (s in doc.data or updates[s])
+    ]  # compared as the model writes them: a default left out is no change
     if not changed:
         return []
     for section in changed:
