@@ -12,13 +12,21 @@ from typing import Any
 ROOT = Path(__file__).parents[2]
 
 
-def quick(script: str, tmp_path: Path) -> Any:
-    """`bench/perf/<script> --quick --json FILE` with this checkout's kbgen; the file's figures."""
+def quick(script: str, tmp_path: Path, *args: str) -> Any:
+    """`bench/perf/<script> --quick --json FILE [ARGS]` with this checkout's kbgen; the file's
+    figures."""
     out = tmp_path / "figures.json"
     src = str(ROOT / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "perf" / script), "--quick", "--json", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "perf" / script),
+            "--quick",
+            "--json",
+            str(out),
+            *args,
+        ],
         check=True,
         capture_output=True,
         timeout=600,

@@ -18,10 +18,13 @@ from kbgen.record.figures import end_of, rounded
 from kbgen.run.samples import Sample, clock_of, schedule_lag_ns
 
 LAG_BOUND_MS = 5.0  # the client's lag p99 a window may have and still be on its schedule
-UNIT_CAVEAT = (  # bench/perf/queueing.py, 1,000 runs a row, on 2026-12-06
-    "sent open loop: the prompt as the unit keeps the stated error at light loads only; in "
-    "simulation at 75% of a batching server's capacity, 11-13% of verdicts at the boundary "
-    "were decisive (5% stated), requests in flight together sharing each step"
+UNIT_CAVEAT = (  # bench/perf/queueing.py --mixes 20, 1,000 runs a row, on 2026-12-07
+    "sent open loop: the verdict is about this traffic, these prompts in this mix at this rate; "
+    "requests in flight share each engine step, so a prompt's speed depends on the others'. In "
+    "simulation at 75% of a batching server's capacity the stated error held for the traffic "
+    "sent (0-0.1% of verdicts at its boundary decisive, 5% stated; with rare 20-fold stalls "
+    "6-7% over two rounds, 3.4% over four), while another draw of prompts moved the effect by "
+    "3-5 points (SD): to claim it for other traffic, measure that traffic"
 )
 SCHEDULED = ("ttft_ms", "e2e_ms")  # the metrics counted from the scheduled time
 
@@ -122,11 +125,12 @@ def _windows(samples: Sequence[Sample]) -> dict[tuple[int, int, int, int], list[
 
 
 def _achieved(window: Sequence[Sample]) -> float | None:
-    """A window's completion rate: its successful requests' gaps between ends over their span,
-    as `_drawn` counts the schedule's (a server that keeps up completes at the schedule's rate)."""
+    """A window's completion rate, as `vllm bench serve`'s request throughput counts it (from
+    the first send to the last end) and in gaps, as `_drawn` counts the schedule's: a server
+    that keeps up completes at about the schedule's rate, one that queues below it."""
     ends = [e for s in window if s.ok and (e := end_of(s)) is not None]
-    span = (max(ends) - min(ends)) / 1e9 if ends else 0.0
-    return (len(ends) - 1) / span if span > 0 else None
+    span = (max(ends) - min(s.scheduled_ns for s in window)) / 1e9 if ends else 0.0
+    return (len(ends) - 1) / span if span > 0 and len(ends) > 1 else None
 
 
 def _drawn(window: Sequence[Sample]) -> float | None:

@@ -67,9 +67,10 @@ class Schedule(Model):
         "window's draw strays from the rate asked; None: no window of two requests).",
     )
     achieved_rps: NonNegative = Field(
-        description="Requests completed per second: each window's successful requests after the "
-        "first over its first to last end, averaged over the windows (a server that keeps up "
-        "completes at the drawn schedule's rate)."
+        description="Requests completed per second, over the span `vllm bench serve`'s request "
+        "throughput counts: each window's successful requests after the first over the time "
+        "from its first scheduled send to its last end, averaged over the windows (a server "
+        "that keeps up completes at about the drawn schedule's rate, one that queues below it)."
     )
     requests: Count = Field(description="Requests sent, failed ones included.")
     slot_wait_p99_ms: NonNegative = Field(
