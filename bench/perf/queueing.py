@@ -47,7 +47,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,7 @@ class Noise:
     burstiness: float = 1.0  # gamma shape of the gaps; 1 is Poisson
     drift: float = 0.0  # log speed change over the run, linear
     stalls: bool = False
+    rounds: int = ROUNDS  # the design's, run under this noise
 
 
 @dataclass(frozen=True)
@@ -163,10 +164,10 @@ def run_once(
     afresh."""
     prompts = mix if mix is not None else prompts_of(rng)
     cells: tuple[dict[int, dict[int, list[list[float]]]], ...] = ({}, {})
-    windows = 2 * ROUNDS
+    windows = 2 * noise.rounds
     span = PROMPTS * REPEATS / rate  # a window's length, about
     batches = []
-    for r in range(ROUNDS):
+    for r in range(noise.rounds):
         times, order = schedule(rng, rate, noise.burstiness)
         for slot, arm in enumerate((0, 1) if r % 2 == 0 else (1, 0)):
             w = 2 * r + slot
@@ -255,6 +256,7 @@ def decide(
         "noise": noise.name,
         "runs": runs,
         "mixes": mixes,
+        "rounds": noise.rounds,
         "decisive": decisive / runs,
         "decisive_low": low,
         "decisive_high": high,
@@ -292,7 +294,6 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, help="runs a calibration step (200)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds a run (2)")
     a = parser.parse_args()
-    globals()["ROUNDS"] = a.rounds
     runs, calibration = (400, 40) if a.quick else (a.runs, a.calibration or 200)
     began = time.perf_counter()
     rows = []
@@ -305,6 +306,7 @@ def main() -> None:
             continue
         if (a.load and load not in a.load) or (a.noise and noise.name not in a.noise):
             continue
+        noise = replace(noise, rounds=a.rounds)
         row = decide(runs, load, noise, calibration, seed=100 + i, mixes=a.mixes)
         rows.append(row)
         coverage = f"{row['coverage']:.1%}" if row["coverage"] is not None else "-"

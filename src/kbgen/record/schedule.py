@@ -23,7 +23,7 @@ UNIT_CAVEAT = (  # bench/perf/queueing.py --mixes 20, 1,000 runs a row, on 2026-
     "requests in flight share each engine step, so a prompt's speed depends on the others'. In "
     "simulation at 75% of a batching server's capacity the stated error held for the traffic "
     "sent (0-0.1% of verdicts at its boundary decisive, 5% stated; with rare 20-fold stalls "
-    "6-7% over two rounds, 3.4% over four), while another draw of prompts moved the effect by "
+    "6-7% over two rounds, 3-6% over four), while another draw of prompts moved the effect by "
     "3-5 points (SD): to claim it for other traffic, measure that traffic"
 )
 SCHEDULED = ("ttft_ms", "e2e_ms")  # the metrics counted from the scheduled time
