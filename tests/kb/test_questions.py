@@ -254,3 +254,15 @@ def test_a_load_of_output_length_is_the_workload_s_max_tokens() -> None:
     cells = {c.where: c.question for c in Card.of(Record.model_validate(sweep)).cells}
     assert cells["k3 at max_tokens 256"] == Card.of(Record.model_validate(a_b)).question
     assert cells["k3 at max_tokens 128"] != cells["k3 at max_tokens 256"]
+
+
+def test_a_group_of_fields_a_record_lacks_whole_is_said_once() -> None:
+    """A trace's five fields against a record that replays none: `trace unset`, once; a group the
+    record has part of keeps its fields' own words."""
+    trace = (("trace.speedup", "4"), ("trace.start_s", "0"), ("api", "completions"))
+    suite = (("api", "chat"), ("prompt_suite", "seed.jsonl"))
+    partly = (("trace.speedup", "2"), ("api", "chat"))
+    said = questions.tell_apart({"t": trace, "s": suite, "p": partly}, {})
+    assert said["s"] == "api chat · prompt_suite seed.jsonl · trace unset"
+    assert said["t"] == "api completions · prompt_suite unset · trace.speedup 4 · trace.start_s 0"
+    assert said["p"] == "api chat · prompt_suite unset · trace.speedup 2 · trace.start_s unset"

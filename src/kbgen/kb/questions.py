@@ -352,8 +352,9 @@ def tell_apart(facets: Mapping[str, Facets], fallback: Mapping[str, str]) -> dic
     settings = _settings_said(values) if SETTINGS in differ else {}
     said = {
         key: " · ".join(
-            settings[key] if name == SETTINGS else f"{name} {own.get(name, UNSET)}"
-            for name in differ
+            dict.fromkeys(  # fields a record lacks the whole of, once: `trace unset`
+                settings[key] if name == SETTINGS else _field_said(name, own) for name in differ
+            )
         )
         for key, own in values.items()
     }
@@ -362,6 +363,19 @@ def tell_apart(facets: Mapping[str, Facets], fallback: Mapping[str, str]) -> dic
         key: " · ".join(filter(None, [text, f"as in {fallback[key]}"])) if alike[text] > 1 else text
         for key, text in said.items()
     }
+
+
+def _field_said(name: str, own: Mapping[str, str]) -> str:
+    """`max_tokens 512`; a field unset as `max_tokens unset`, or as the widest group of fields
+    it is in that the record has none of (`trace unset`, not each of the trace's fields)."""
+    if name in own:
+        return f"{name} {own[name]}"
+    parts = name.split(".")
+    for end in range(1, len(parts)):
+        group = ".".join(parts[:end])
+        if not any(n.startswith(group + ".") for n in own):
+            return f"{group} {UNSET}"
+    return f"{name} {UNSET}"
 
 
 def _order(name: str) -> tuple[bool, str]:
