@@ -25,6 +25,7 @@ from kbgen.review.diff import (
     VerdictRow,
 )
 from kbgen.review.values import ValueChange
+from kbgen.site import render
 from tests.conftest import PLAN, RECORD
 from tests.support import swept
 from tests.support.golden import assert_golden, golden_path
@@ -254,6 +255,53 @@ def test_a_record_s_evidence_base() -> None:
     assert change.evidence.classes == [ClassBase("coding", None, None, 8, 8)]
     [gone] = diff.compare(side("a", record()), side("b")).records
     assert gone.evidence is None and gone.caveats == []
+
+
+@pytest.mark.parametrize(
+    ("workload", "said"),
+    [
+        ({"trace": {"path": "t.csv"}}, "output lengths the trace's"),
+        (
+            {"trace": {"path": "t.csv", "max_output_tokens": 256}},
+            "output lengths the trace's, at most 256 tokens",
+        ),
+        (
+            {
+                "synthetic": {
+                    "count": 8,
+                    "input_tokens": {"mean": 64},
+                    "output_tokens": {"mean": 32},
+                }
+            },
+            "32 output tokens per request",
+        ),
+        (
+            {
+                "synthetic": {
+                    "count": 8,
+                    "input_tokens": {"mean": 64},
+                    "output_tokens": {"distribution": "uniform", "mean": 32, "min": 8, "max": 56},
+                }
+            },
+            "output lengths drawn (uniform, mean 32)",
+        ),
+    ],
+)
+def test_a_trace_s_or_a_draw_s_output_lengths_are_said(
+    workload: dict[str, object], said: str
+) -> None:
+    """A record without max_tokens whose requests took their lengths from a trace or a draw
+    says so, not `output length not recorded`."""
+    head = record(
+        workload={"prompt_suite": "t", "classes": ["trace"], "ignore_eos": True, **workload}
+    )
+    [change] = diff.compare(side("a"), side("b", head)).records
+    assert change.evidence is not None and change.evidence.max_tokens is None
+    assert change.evidence.lengths == said
+    page = render.template(
+        "diff.md.j2", None, marker=render.Markdown(""), d=diff.compare(side("a"), side("b", head))
+    )
+    assert f"{said} (EOS ignored)" in page and "output length not recorded" not in page
 
 
 def test_a_record_s_caveats_new_and_gone_against_the_base() -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kbgen.kb.cards import Card, task_states
 from kbgen.kb.loading import KnowledgeBase
-from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record
+from kbgen.kb.models import METRIC_UNITS, MetricStats, Plan, Record, Workload
 from kbgen.kb.replications import evidence
 from kbgen.review import sweeps
 from kbgen.review.sweeps import BestRow, CellRow
@@ -88,6 +88,7 @@ class EvidenceBase:
     ignore_eos: bool | None
     arms: tuple[str, str] | None  # (baseline, variant judged)
     classes: list[ClassBase] = field(default_factory=list)
+    lengths: str | None = None  # where each request's output length came from, without max_tokens
 
     @property
     def counted(self) -> bool:
@@ -113,7 +114,23 @@ class EvidenceBase:
                 ClassBase(name, v.prompts, v.rounds, v.n_baseline, v.n_variant)
                 for name, v in (verdict.per_class.items() if verdict else ())
             ],
+            _lengths(w),
         )
+
+
+def _lengths(w: Workload | None) -> str | None:
+    """Output lengths each request drew (a synthetic draw) or was given (a trace)."""
+    if w is None:
+        return None
+    if w.trace is not None:
+        cut = w.trace.max_output_tokens
+        return "output lengths the trace's" + (f", at most {cut} tokens" if cut else "")
+    if w.synthetic is not None:
+        out = w.synthetic.output_tokens
+        if out.distribution == "fixed":
+            return f"{out.mean} output tokens per request"
+        return f"output lengths drawn ({out.distribution}, mean {out.mean})"
+    return None
 
 
 @dataclass(frozen=True)
