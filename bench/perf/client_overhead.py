@@ -264,7 +264,11 @@ class VllmBench:
         line = self.replies.readline()
         answer: dict[str, Any] = json.loads(line) if line else {"error": "the driver died"}
         if not answer.get("ok"):
-            raise SystemExit(f"vllm bench driver: {answer} (log: {self.log.name})")
+            self.log.flush()  # its last lines say why, on a machine whose files go with it
+            tail = Path(self.log.name).read_text(errors="replace").splitlines()[-20:]
+            raise SystemExit(
+                "\n".join([f"vllm bench driver: {answer} (log: {self.log.name})", *tail])
+            )
         return answer
 
     def bench(self, argv: list[str]) -> dict[str, Any]:
