@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -594,3 +595,35 @@ def test_the_prefix_cache_is_emptied_or_the_run_says_how_to_let_it(
     else:
         with pytest.raises(ServerFailed, match=match):
             asyncio.run(go())
+
+
+def test_a_request_is_sent_when_it_is_written_not_when_it_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client slow to reach its connection (here 200 ms to open it; under overload, its own
+    loop) has not sent the request yet: the send, and so the client's lag, counts from when the
+    request was written, before the server read it."""
+    arrived: list[int] = []
+    events = events_of("ngram-completion.sse")
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        arrived.append(time.perf_counter_ns())
+        return await replay(events)(request)
+
+    opening = aiohttp.TCPConnector._create_connection
+
+    async def slow(self: aiohttp.TCPConnector, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return await opening(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiohttp.TCPConnector, "_create_connection", slow)
+
+    async def job(client: Client) -> tuple[int, Sample]:
+        asked = time.perf_counter_ns()
+        due = sample().model_copy(update={"on_schedule": True})
+        return asked, await client.stream("completions", {"prompt": "x"}, due, asked)
+
+    asked, result = asyncio.run(_with_server(handler, job, Timeouts()))
+    assert result.ok, result.error
+    assert asked + 200_000_000 <= result.sent_ns <= arrived[0] <= result.chunk_ns[0]
+    assert result.metrics()["lag_ms"] >= 200  # sent open loop: all of it the client's

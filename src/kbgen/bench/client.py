@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
@@ -116,10 +117,13 @@ class TransportError(Exception):
 
 @dataclass(frozen=True)
 class Response:
-    """A streaming response: its status, then its body in the pieces in which it arrives."""
+    """A streaming response: its status, then its body in the pieces in which it arrives;
+    `sent_ns`, when the request was written to its connection (None: the transport cannot
+    tell, and the send counts from when it was asked for)."""
 
     status: int
     chunks: AsyncIterator[bytes]
+    sent_ns: int | None = None
 
 
 class Transport(Protocol):
@@ -146,8 +150,12 @@ class AiohttpTransport:
         # limit=0: no client-side cap on connections (aiohttp's default of 100 would queue
         # requests inside the client and hide it); the benchmark's concurrency is the cap.
         connector = aiohttp.TCPConnector(limit=max_connections, force_close=False)
+        written = aiohttp.TraceConfig()  # when a request left: past the connection, the loop
+        written.on_request_headers_sent.append(_written)
+        written.on_request_chunk_sent.append(_written)
         self._session = aiohttp.ClientSession(
             connector=connector,
+            trace_configs=[written],
             read_bufsize=2**20,  # aiohttp's 64 KiB default splits large events
             timeout=aiohttp.ClientTimeout(
                 total=timeouts.request_s,
@@ -160,11 +168,14 @@ class AiohttpTransport:
     async def stream(
         self, url: str, body: dict[str, Any], headers: Mapping[str, str]
     ) -> AsyncIterator[Response]:
+        sent = _Sent()
         try:
-            async with self._session.post(url, json=body, headers=headers) as response:
+            async with self._session.post(
+                url, json=body, headers=headers, trace_request_ctx=sent
+            ) as response:
                 # the chunks are aiohttp's own iterator, unwrapped: nothing between a read
                 # and the client's timestamp; its errors are translated here, where they land
-                yield Response(response.status, response.content.iter_any())
+                yield Response(response.status, response.content.iter_any(), sent.ns)
         except aiohttp.ClientError as exc:
             if isinstance(exc, TimeoutError):  # a read timeout is a stall, not a failure
                 raise
@@ -181,6 +192,17 @@ class AiohttpTransport:
 
     async def aclose(self) -> None:
         await self._session.close()
+
+
+@dataclass
+class _Sent:
+    ns: int | None = None  # when the request's last bytes were written
+
+
+async def _written(_: object, context: SimpleNamespace, __: object) -> None:
+    """aiohttp's trace of a request's headers or body written: the time, in its `_Sent`."""
+    if isinstance(sent := context.trace_request_ctx, _Sent):
+        sent.ns = time.perf_counter_ns()
 
 
 class ReplayTransport:
@@ -408,6 +430,7 @@ class Client:
         sample.sent_ns = time.perf_counter_ns()
         try:
             async with self.transport.stream(url, body, self._headers) as response:
+                sample.sent_ns = response.sent_ns or sample.sent_ns  # written, where known
                 if response.status != 200:
                     text = b"".join([chunk async for chunk in response.chunks])
                     sample.error = f"HTTP {response.status}: {text.decode(errors='replace')[:300]}"

@@ -58,7 +58,11 @@ class Sample(BaseModel):
         "`concurrency`); later than `scheduled_ns` when it waited for one. None: not kept "
         "(sent as soon as a stream was free, or by a run before it was kept).",
     )
-    sent_ns: Int = Field(description="Just before the request was written to the socket.")
+    sent_ns: Int = Field(
+        description="When the request was written to its connection (aiohttp's trace), so that "
+        "a client busy opening connections or behind in its own loop counts as lag; where the "
+        "transport cannot tell, and in runs before 2026-12-07, just before the client began it."
+    )
     chunk_ns: list[Int] = Field(
         default_factory=list, description="Arrival time of every token-bearing stream chunk."
     )
